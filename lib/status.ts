@@ -1,0 +1,66 @@
+// Kubernetes clients (client-go, client-node, kubectl) understand errors only as metav1.Status
+// objects; every error the hub produces, and every error the simulator produces, is one of these.
+
+export interface StatusDetails {
+  name?: string
+  group?: string
+  kind?: string
+  causes?: { reason?: string; message?: string; field?: string }[]
+  retryAfterSeconds?: number
+}
+
+export interface Status {
+  kind: 'Status'
+  apiVersion: 'v1'
+  metadata: Record<string, never>
+  status: 'Failure' | 'Success'
+  message: string
+  reason: string
+  details?: StatusDetails
+  code: number
+}
+
+const reasonByCode: Record<number, string> = {
+  400: 'BadRequest',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'NotFound',
+  405: 'MethodNotAllowed',
+  406: 'NotAcceptable',
+  409: 'Conflict',
+  410: 'Expired',
+  413: 'RequestEntityTooLarge',
+  415: 'UnsupportedMediaType',
+  422: 'Invalid',
+  429: 'TooManyRequests',
+  500: 'InternalError',
+  502: 'InternalError',
+  503: 'ServiceUnavailable',
+  504: 'Timeout',
+}
+
+export function failure(code: number, message: string, reason?: string, details?: StatusDetails): Status {
+  const status: Status = {
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message,
+    reason: reason ?? reasonByCode[code] ?? 'Unknown',
+    code,
+  }
+  if (details) status.details = details
+  return status
+}
+
+/** The apiserver's NotFound: `endpointslices.discovery.k8s.io "nope" not found`. */
+export function notFound(resource: string, group: string, name: string): Status {
+  const qualified = group ? `${resource}.${group}` : resource
+  const details: StatusDetails = { name, kind: resource }
+  if (group) details.group = group
+  return failure(404, `${qualified} "${name}" not found`, 'NotFound', details)
+}
+
+export function serviceUnavailable(message: string): Status {
+  return failure(503, message, 'ServiceUnavailable')
+}
