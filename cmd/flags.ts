@@ -1,0 +1,300 @@
+// Command line and environment → HubConfig. Pure: no files are read and nothing is started here
+// (the kubeconfig's server, when --server is absent, is resolved at start).
+//
+// Everything is driven by the `flags` table below: one row per flag gives its name, environment
+// variable, what the help text says, and how a raw string becomes a config value. Adding a flag is
+// adding a row (plus a HubConfig field and a default in lib/config.ts).
+
+import net from 'node:net'
+import { defaultNodeName, defaults, logLevels, type HubConfig, type LogLevel } from '../lib/config.ts'
+
+/** A mistake in the command line or environment. The message is one line, fit for `outpost: <message>`. */
+export class UsageError extends Error {
+  override name = 'UsageError'
+}
+
+/** Thrown by a value parser; parseFlags turns it into a UsageError naming the flag or variable. */
+class InvalidValue extends Error {
+  constructor(
+    readonly reason: string,
+    /** the offending part of the raw value, when it is not the whole of it (one item of a list) */
+    readonly value?: string,
+  ) {
+    super(reason)
+  }
+}
+
+type Key = keyof HubConfig
+
+interface FlagSpecFor<K extends Key> {
+  /** long name without the dashes: `port` for --port */
+  flag: string
+  /** environment variable read when the flag is absent */
+  env?: string
+  /** placeholder shown in --help; the flag always takes a value */
+  arg: string
+  /** may be given several times; each occurrence's values add up (lists also split on commas) */
+  repeatable?: boolean
+  /** the default, as --help shows it */
+  default: string
+  help: string
+  key: K
+  /** every raw value given, in order (one unless repeatable); throws InvalidValue */
+  parse: (values: string[]) => HubConfig[K]
+}
+
+export type FlagSpec = { [K in Key]: FlagSpecFor<K> }[Key]
+
+// ---- value parsers ------------------------------------------------------------------------------
+
+function last(values: string[]): string {
+  return values[values.length - 1]
+}
+
+function nonEmpty(value: string): string {
+  if (value.trim() === '') throw new InvalidValue('must not be empty')
+  return value
+}
+
+function port(value: string): number {
+  const n = /^[0-9]{1,5}$/.test(value) ? Number(value) : NaN
+  if (!(n >= 1 && n <= 65535)) throw new InvalidValue('must be an integer from 1 to 65535')
+  return n
+}
+
+function ipAddress(value: string): string {
+  if (net.isIP(value) === 0) throw new InvalidValue('must be an IP address, like 127.0.0.1 or ::1')
+  return value
+}
+
+function oneOf<T extends string>(choices: readonly T[]) {
+  return (value: string): T => {
+    if (!(choices as readonly string[]).includes(value)) throw new InvalidValue(`must be one of ${choices.join(', ')}`)
+    return value as T
+  }
+}
+
+/** Comma-separated items across every occurrence, blanks around items and empty items dropped. */
+function listItems(values: string[]): string[] {
+  const items = values.flatMap(v => v.split(',')).map(s => s.trim()).filter(s => s !== '')
+  if (items.length === 0) throw new InvalidValue('must not be empty')
+  return items
+}
+
+function serverUrl(item: string): URL {
+  let url: URL
+  try {
+    url = new URL(item)
+  } catch {
+    throw new InvalidValue('must be an http or https URL with a host, like https://10.0.0.1:6443', item)
+  }
+  if ((url.protocol !== 'https:' && url.protocol !== 'http:') || url.hostname === '') {
+    throw new InvalidValue('must be an http or https URL with a host, like https://10.0.0.1:6443', item)
+  }
+  if (url.username !== '' || url.password !== '') {
+    // credentials in a URL end up in logs; the kubeconfig is where they belong
+    throw new InvalidValue('must not carry credentials; give them in --kubeconfig', url.host)
+  }
+  if (url.search !== '' || url.hash !== '') throw new InvalidValue('must not have a query or fragment', item)
+  return url
+}
+
+// Kubernetes object names (a Node's name) are RFC 1123 subdomains.
+const dnsSubdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/
+
+function nodeName(value: string): string {
+  nonEmpty(value)
+  if (value.length > 253 || !dnsSubdomain.test(value)) {
+    throw new InvalidValue('must be a Kubernetes node name: lower-case letters, digits, "-" and ".", at most 253 characters')
+  }
+  return value
+}
+
+// The pool is compared with the node label apps.openyurt.io/nodepool, so it must be a label value.
+const labelValue = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/
+
+function nodePool(value: string): string {
+  nonEmpty(value)
+  if (value.length > 63 || !labelValue.test(value)) {
+    throw new InvalidValue('must be a label value: letters, digits, "-", "_" and ".", at most 63 characters')
+  }
+  return value
+}
+
+// ---- the table ----------------------------------------------------------------------------------
+
+function spec<K extends Key>(s: FlagSpecFor<K>): FlagSpec {
+  return s as unknown as FlagSpec
+}
+
+export const flags: readonly FlagSpec[] = [
+  spec({
+    flag: 'server', env: 'OUTPOST_SERVER', arg: 'URL[,URL...]', repeatable: true, key: 'servers',
+    default: "the kubeconfig's server; with neither, demo mode (embedded apiserver simulator)",
+    help: 'apiserver URLs, tried in this order (failover); repeatable',
+    parse: values => listItems(values).map(serverUrl),
+  }),
+  spec({
+    flag: 'kubeconfig', env: 'OUTPOST_KUBECONFIG', arg: 'PATH', key: 'kubeconfig', default: 'none',
+    help: "kubeconfig with the node's credentials for the apiserver",
+    parse: values => nonEmpty(last(values)),
+  }),
+  spec({
+    flag: 'node-name', env: 'OUTPOST_NODE_NAME', arg: 'NAME', key: 'nodeName',
+    default: 'the host name, lower-cased', help: "this node's name, as the kubelet registers it",
+    parse: values => nodeName(last(values)),
+  }),
+  spec({
+    flag: 'nodepool', env: 'OUTPOST_NODEPOOL', arg: 'POOL', key: 'nodePool',
+    default: "the node's apps.openyurt.io/nodepool label", help: "this node's pool",
+    parse: values => nodePool(last(values)),
+  }),
+  spec({
+    flag: 'bind-address', env: 'OUTPOST_BIND_ADDRESS', arg: 'IP', key: 'bindAddress', default: defaults.bindAddress,
+    help: 'address the proxy and admin ports listen on',
+    parse: values => ipAddress(last(values)),
+  }),
+  spec({
+    flag: 'port', env: 'OUTPOST_PORT', arg: 'PORT', key: 'port', default: String(defaults.port),
+    help: 'proxy port (plain HTTP) that node components use as their apiserver',
+    parse: values => port(last(values)),
+  }),
+  spec({
+    flag: 'admin-port', env: 'OUTPOST_ADMIN_PORT', arg: 'PORT', key: 'adminPort', default: String(defaults.adminPort),
+    help: 'admin port: /v1/healthz, /v1/readyz, /metrics, /debug/cache',
+    parse: values => port(last(values)),
+  }),
+  spec({
+    flag: 'cache-dir', env: 'OUTPOST_CACHE_DIR', arg: 'DIR', key: 'cacheDir', default: defaults.cacheDir,
+    help: 'where cached objects are kept across restarts',
+    parse: values => nonEmpty(last(values)),
+  }),
+  spec({
+    flag: 'log-level', env: 'OUTPOST_LOG_LEVEL', arg: 'LEVEL', key: 'logLevel', default: defaults.logLevel,
+    help: `one of ${logLevels.join(', ')}`,
+    parse: values => oneOf<LogLevel>(logLevels)(last(values)),
+  }),
+]
+
+/** Checks across flags, run after every value parsed. Each returns a one-line problem or nothing. */
+const crossChecks: ((config: HubConfig) => string | undefined)[] = [
+  c => (c.port === c.adminPort ? `--port and --admin-port are both ${c.port}; they must differ` : undefined),
+]
+
+// ---- help ---------------------------------------------------------------------------------------
+
+function buildUsage(): string {
+  const rows: [string, string[]][] = flags.map(f => [
+    `--${f.flag} ${f.arg}`,
+    [f.help, `env ${f.env ?? '-'}; default: ${f.default}`],
+  ])
+  rows.push(['-h, --help', ['show this help and exit']])
+  const width = Math.max(...rows.map(([left]) => left.length)) + 2
+  const lines = rows.flatMap(([left, right]) =>
+    right.map((text, i) => `  ${(i === 0 ? left : '').padEnd(width)}${text}`),
+  )
+  return [
+    'outpost - caching reverse proxy for the Kubernetes API server, run on every edge node',
+    '',
+    'Usage: outpost [flags]',
+    '',
+    'Flags (--flag value or --flag=value; a flag wins over its environment variable,',
+    'an empty variable counts as unset):',
+    ...lines,
+    '',
+  ].join('\n')
+}
+
+/** The --help text. */
+export const usage: string = buildUsage()
+
+// ---- parsing ------------------------------------------------------------------------------------
+
+export type ParseResult = { help: true } | { help: false; config: HubConfig }
+
+const quote = (s: string): string => JSON.stringify(s) // also keeps control characters on one line
+
+export function parseFlags(argv: string[], env: Record<string, string | undefined>): ParseResult {
+  const byName = new Map(flags.map(f => [f.flag, f]))
+  const given = new Map<FlagSpec, string[]>()
+  let help = false
+  let problem: string | undefined // the first one; --help anywhere still wins
+
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]
+    if (arg === '--help' || arg === '-h') {
+      help = true
+      continue
+    }
+    if (arg === '--') {
+      if (i + 1 < argv.length) problem ??= `unexpected argument ${quote(argv[i + 1])}`
+      break
+    }
+    if (!arg.startsWith('-') || arg === '-') {
+      problem ??= `unexpected argument ${quote(arg)}`
+      continue
+    }
+    const eq = arg.indexOf('=')
+    const name = eq === -1 ? arg : arg.slice(0, eq)
+    if (name === '--help' || name === '-h') {
+      problem ??= `flag ${name} takes no value`
+      continue
+    }
+    const f = name.startsWith('--') ? byName.get(name.slice(2)) : undefined
+    if (f === undefined) {
+      problem ??= `unknown flag ${name}`
+      continue
+    }
+    let value: string
+    if (eq !== -1) {
+      value = arg.slice(eq + 1)
+    } else if (i + 1 < argv.length && !looksLikeFlag(argv[i + 1])) {
+      value = argv[++i]
+    } else {
+      problem ??= `missing value for --${f.flag}`
+      continue
+    }
+    given.set(f, f.repeatable ? [...(given.get(f) ?? []), value] : [value])
+  }
+  if (help) return { help: true }
+  if (problem !== undefined) throw new UsageError(problem)
+
+  const config: HubConfig = { ...defaults, servers: [], nodeName: defaultNodeName() }
+  const set = config as unknown as Record<Key, unknown>
+  for (const f of flags) {
+    const fromFlag = given.get(f)
+    const fromEnv = f.env === undefined ? undefined : env[f.env]
+    let values: string[]
+    let source: string
+    if (fromFlag !== undefined) {
+      values = fromFlag
+      source = `--${f.flag}`
+    } else if (fromEnv !== undefined && fromEnv !== '') {
+      values = [fromEnv]
+      source = f.env as string
+    } else {
+      continue
+    }
+    try {
+      set[f.key] = f.parse(values)
+    } catch (err) {
+      if (!(err instanceof InvalidValue)) throw err
+      const shown = err.value ?? (values.length === 1 ? values[0] : values.join(','))
+      throw new UsageError(`invalid value ${quote(shown)} for ${source}: ${err.reason}`)
+    }
+  }
+  for (const check of crossChecks) {
+    const message = check(config)
+    if (message !== undefined) throw new UsageError(message)
+  }
+  return { help: false, config }
+}
+
+/**
+ * Whether an argument after a value-taking flag is really the next flag, so `--port --admin-port 1`
+ * reports the missing value instead of taking "--admin-port" as the port. A value that starts with
+ * "-" can still be given as --flag=-value.
+ */
+function looksLikeFlag(arg: string): boolean {
+  return arg.startsWith('-') && arg !== '-'
+}
