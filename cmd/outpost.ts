@@ -1,0 +1,78 @@
+#!/usr/bin/env -S node --import tsx
+// The outpost command: flags and environment → HubConfig → start. With no apiserver given it
+// runs the demo: the embedded apiserver simulator with a three-pool cluster behind the hub.
+import { parseFlags, usage, UsageError } from './flags.ts'
+import { startHub } from '../lib/hub.ts'
+import type { Hub } from '../lib/hub.ts'
+import type { HubConfig } from '../lib/config.ts'
+
+const demoNode = 'kind-worker2'
+
+function demoBanner(proxyUrl: string): string {
+  return [
+    '',
+    `outpost demo: apiserver simulator with a three-pool cluster, hub serving as node ${demoNode} on ${proxyUrl}`,
+    'Try:',
+    `  curl -s ${proxyUrl}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices`,
+    `  kubectl --server ${proxyUrl} get endpointslices -A`,
+    `  kubectl --server ${proxyUrl} get endpointslices -A -w`,
+    '',
+  ].join('\n')
+}
+
+async function main(): Promise<void> {
+  let config: HubConfig
+  try {
+    const parsed = parseFlags(process.argv.slice(2), process.env)
+    if (parsed.help) {
+      process.stdout.write(usage)
+      return
+    }
+    config = parsed.config
+  } catch (error) {
+    if (error instanceof UsageError) {
+      process.stderr.write(`outpost: ${error.message} (see --help)\n`)
+      process.exit(2)
+    }
+    throw error
+  }
+
+  const demo = config.servers.length === 0 && !config.kubeconfig
+  const closers: (() => Promise<void>)[] = []
+  if (demo) {
+    // Only the demo needs the simulator; a production start never loads it.
+    const { startDemoCluster } = await import('../test/simulator/demo.ts')
+    const simulator = await startDemoCluster()
+    closers.push(() => simulator.close())
+    const explicitNode = process.argv.some(a => a.startsWith('--node-name')) || process.env.OUTPOST_NODE_NAME
+    config = { ...config, servers: [new URL(simulator.url)], nodeName: explicitNode ? config.nodeName : demoNode }
+  }
+
+  let hub: Hub
+  try {
+    hub = await startHub(config)
+  } catch (error) {
+    process.stderr.write(`outpost: cannot start: ${(error as Error).message}\n`)
+    await Promise.allSettled(closers.map(close => close()))
+    process.exit(1)
+  }
+  closers.unshift(() => hub.close())
+  if (demo) process.stdout.write(demoBanner(hub.proxyUrl))
+
+  let stopping = false
+  const stop = (signal: string) => {
+    if (stopping) process.exit(1) // a second signal: the operator wants out now
+    stopping = true
+    hub.log.info({ signal }, 'shutting down')
+    const deadline = setTimeout(() => process.exit(1), 10_000)
+    deadline.unref()
+    Promise.allSettled(closers.map(close => close())).then(() => process.exit(0))
+  }
+  process.on('SIGTERM', () => stop('SIGTERM'))
+  process.on('SIGINT', () => stop('SIGINT'))
+}
+
+main().catch(error => {
+  process.stderr.write(`outpost: ${(error as Error).stack ?? error}\n`)
+  process.exit(1)
+})

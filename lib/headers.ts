@@ -1,0 +1,46 @@
+// Hop-by-hop headers describe one connection, not the message: they never cross the proxy.
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http'
+
+const hopByHop = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+])
+
+function connectionTokens(value: string | string[] | undefined): Set<string> {
+  const joined = Array.isArray(value) ? value.join(',') : (value ?? '')
+  return new Set(joined.split(',').map(t => t.trim().toLowerCase()).filter(Boolean))
+}
+
+function withoutHopByHop(
+  headers: Record<string, string | string[] | number | undefined>,
+  alsoDrop: Set<string>,
+): Record<string, string | string[]> {
+  const listed = connectionTokens(headers.connection as string | string[] | undefined)
+  const out: Record<string, string | string[]> = {}
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue
+    const lower = name.toLowerCase()
+    if (hopByHop.has(lower) || listed.has(lower) || alsoDrop.has(lower)) continue
+    out[lower] = typeof value === 'number' ? String(value) : value
+  }
+  return out
+}
+
+// host is the upstream's; the body is re-sent whole so its length is recomputed; undici refuses expect.
+const requestOnly = new Set(['host', 'content-length', 'expect'])
+const none = new Set<string>()
+
+export function upstreamRequestHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  return withoutHopByHop(headers, requestOnly)
+}
+
+export function clientResponseHeaders(headers: Record<string, string | string[] | undefined>): OutgoingHttpHeaders {
+  return withoutHopByHop(headers, none)
+}

@@ -1,0 +1,59 @@
+// The proxy's HTTP front: fastify owns connections, logging and error shaping; every route hands
+// the raw request to the forwarding path, which writes the response itself (it must flush watch
+// headers and stream frames, which a reply.send() cannot).
+import Fastify from 'fastify'
+import type { FastifyBaseLogger, FastifyError, FastifyInstance } from 'fastify'
+import { forward, sendStatus } from './proxy.ts'
+import type { ProxyOptions } from './proxy.ts'
+import { attachUpgradeProxy } from './upgrade.ts'
+import { failure } from './status.ts'
+
+export interface ProxyServerOptions extends Omit<ProxyOptions, 'log'> {
+  logger: FastifyBaseLogger
+}
+
+const allMethods = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']
+
+export function createProxyServer(options: ProxyServerOptions): FastifyInstance {
+  const app = Fastify({
+    loggerInstance: options.logger,
+    disableRequestLogging: true,
+    // watches are long-lived; the apiserver bounds them itself with timeoutSeconds
+    requestTimeout: 0,
+    connectionTimeout: 0,
+    keepAliveTimeout: 65_000,
+    forceCloseConnections: true,
+    maxParamLength: 8192,
+    return503OnClosing: true,
+    exposeHeadRoutes: false,
+  })
+  // The forwarding path reads the raw body itself, whatever its type.
+  app.removeAllContentTypeParsers()
+  app.addContentTypeParser('*', (_request, _payload, done) => done(null))
+
+  const proxyOptions: ProxyOptions = { ...options, log: options.logger }
+  app.route({
+    method: allMethods,
+    url: '/*',
+    handler: (request, reply) => {
+      reply.hijack()
+      return forward(request.raw, reply.raw, proxyOptions)
+    },
+  })
+  app.setNotFoundHandler((request, reply) => {
+    reply.hijack()
+    return forward(request.raw, reply.raw, proxyOptions)
+  })
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const code = error.statusCode && error.statusCode >= 400 ? error.statusCode : 500
+    request.log.warn({ err: error.message, path: request.url }, 'request failed')
+    if (reply.sent || reply.raw.headersSent) {
+      reply.raw.destroy()
+      return
+    }
+    reply.hijack()
+    sendStatus(reply.raw, failure(code, error.message))
+  })
+  attachUpgradeProxy(app.server, options.upstream, options.logger)
+  return app
+}

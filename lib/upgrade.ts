@@ -1,0 +1,54 @@
+// exec, attach and port-forward upgrade the connection (SPDY/3.1 or WebSocket). The hub does not
+// speak those protocols: it replays the request head to the apiserver and splices the sockets.
+import type { IncomingMessage, Server } from 'node:http'
+import type { Duplex } from 'node:stream'
+import type { FastifyBaseLogger } from 'fastify'
+import { Upstream, describeError } from './upstream.ts'
+import { serviceUnavailable } from './status.ts'
+
+const dropOnReplay = new Set(['host', 'proxy-authorization', 'proxy-connection'])
+
+function requestHead(req: IncomingMessage, server: URL, bearer: string | undefined): string {
+  const lines = [`${req.method} ${server.pathname.replace(/\/$/, '')}${req.url} HTTP/1.1`, `Host: ${server.host}`]
+  const raw = req.rawHeaders
+  for (let i = 0; i < raw.length; i += 2) {
+    if (!dropOnReplay.has(raw[i].toLowerCase())) lines.push(`${raw[i]}: ${raw[i + 1]}`)
+  }
+  if (bearer) lines.push(`Authorization: Bearer ${bearer}`)
+  return lines.join('\r\n') + '\r\n\r\n'
+}
+
+function refuse(socket: Duplex, message: string): void {
+  const body = JSON.stringify(serviceUnavailable(message))
+  socket.end(
+    `HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  )
+}
+
+export function attachUpgradeProxy(server: Server, upstream: Upstream, log: FastifyBaseLogger): void {
+  server.on('upgrade', (req: IncomingMessage, client: Duplex, head: Buffer) => {
+    client.on('error', () => client.destroy())
+    const ownCredentials = req.headers.authorization !== undefined
+    const bearer = ownCredentials ? undefined : upstream.bearerToken
+    upstream.connectRaw(ownCredentials).then(
+      ({ server: target, socket }) => {
+        if (client.destroyed) {
+          socket.destroy()
+          return
+        }
+        socket.on('error', () => client.destroy())
+        client.on('close', () => socket.destroy())
+        socket.on('close', () => client.destroy())
+        socket.write(requestHead(req, target, bearer))
+        if (head.length > 0) socket.write(head)
+        socket.pipe(client)
+        client.pipe(socket)
+        log.debug({ path: req.url, upgrade: req.headers.upgrade }, 'upgrade spliced')
+      },
+      error => {
+        log.warn({ path: req.url, err: describeError(error) }, 'upgrade failed')
+        refuse(client, describeError(error))
+      },
+    )
+  })
+}

@@ -1,0 +1,231 @@
+// The hub's only way to the apiserver: keep-alive undici pools, one pair per server, tried in
+// order with failover on connection-level errors. Knows nothing about caching or filtering.
+import { Pool } from 'undici'
+import type { Dispatcher } from 'undici'
+import type { Readable } from 'node:stream'
+import net from 'node:net'
+import tls from 'node:tls'
+import type { ConnectionOptions } from 'node:tls'
+import type { UpstreamCredentials } from './kubeconfig.ts'
+
+export interface UpstreamRequest {
+  method: string
+  /** path and query, e.g. /api/v1/pods?watch=true */
+  path: string
+  headers: Record<string, string | string[]>
+  body?: Buffer
+  signal?: AbortSignal
+  /** long-lived responses (watches) must not time out between events */
+  longRunning?: boolean
+}
+
+export interface UpstreamResponse {
+  server: URL
+  statusCode: number
+  headers: Record<string, string | string[] | undefined>
+  body: Readable
+}
+
+/** Every server failed before answering; `causes` says why, one entry per server. */
+export class UpstreamUnavailableError extends Error {
+  constructor(readonly causes: { server: string; error: string }[]) {
+    super(`no apiserver reachable: ${causes.map(c => `${c.server}: ${c.error}`).join('; ')}`)
+    this.name = 'UpstreamUnavailableError'
+  }
+}
+
+export interface UpstreamOptions {
+  servers: URL[]
+  credentials: UpstreamCredentials
+  connectTimeoutMs?: number
+  /** how long a server that failed is tried after the others */
+  failedServerBackoffMs?: number
+  /** headers and body timeout for requests that are not long-running */
+  requestTimeoutMs?: number
+}
+
+interface ServerState {
+  url: URL
+  /**
+   * Requests that carry the client's own Authorization go over a pool without the node's client
+   * certificate: the apiserver authenticates x509 before bearer tokens, so presenting both would
+   * turn the client's identity into the node's.
+   */
+  nodePool: Pool
+  clientPool: Pool
+  failedUntil: number
+}
+
+// The request never reached the server: any request may be tried on the next one.
+const notSentCodes = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT'])
+// The connection broke before a response: the server may have acted, so only reads are retried.
+const brokenCodes = new Set(['ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'UND_ERR_HEADERS_TIMEOUT'])
+const idempotentMethods = new Set(['GET', 'HEAD', 'OPTIONS'])
+
+function errorCodes(error: unknown): string[] {
+  const err = error as { code?: string; cause?: { code?: string } }
+  return [err?.code, err?.cause?.code].filter((c): c is string => typeof c === 'string')
+}
+
+function canTryNextServer(error: unknown, method: string): boolean {
+  return errorCodes(error).some(
+    code =>
+      notSentCodes.has(code) ||
+      (brokenCodes.has(code) && idempotentMethods.has(method)) ||
+      // TLS verification failures are per server: a misconfigured server must not hide a good one.
+      /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_TLS|ERR_SSL/.test(code),
+  )
+}
+
+export function describeError(error: unknown): string {
+  const err = error as { code?: string; message?: string; cause?: { code?: string; message?: string } }
+  const code = err?.code ?? err?.cause?.code
+  const message = err?.cause?.message ?? err?.message ?? String(error)
+  return code && !message.includes(code) ? `${code}: ${message}` : message
+}
+
+export function tlsOptionsFor(url: URL, credentials: UpstreamCredentials, withClientCert: boolean): ConnectionOptions {
+  const options: ConnectionOptions = {
+    rejectUnauthorized: !credentials.insecureSkipTLSVerify,
+    servername: isIpAddress(url.hostname) ? undefined : url.hostname,
+  }
+  if (credentials.ca) options.ca = credentials.ca
+  if (withClientCert && credentials.cert && credentials.key) {
+    options.cert = credentials.cert
+    options.key = credentials.key
+  }
+  return options
+}
+
+function isIpAddress(host: string): boolean {
+  return /^[\d.]+$/.test(host) || host.includes(':') || host.startsWith('[')
+}
+
+export class Upstream {
+  private readonly states: ServerState[]
+  private readonly failedServerBackoffMs: number
+  private readonly requestTimeoutMs: number
+
+  constructor(private readonly options: UpstreamOptions) {
+    if (options.servers.length === 0) throw new Error('at least one apiserver URL is required')
+    this.failedServerBackoffMs = options.failedServerBackoffMs ?? 10_000
+    this.requestTimeoutMs = options.requestTimeoutMs ?? 300_000
+    this.states = options.servers.map(url => ({
+      url,
+      nodePool: this.createPool(url, true),
+      clientPool: this.createPool(url, false),
+      failedUntil: 0,
+    }))
+  }
+
+  private createPool(url: URL, withClientCert: boolean): Pool {
+    return new Pool(url.origin, {
+      // A watch holds its connection for minutes; never make one request wait behind another.
+      connections: null,
+      pipelining: 1,
+      connectTimeout: this.options.connectTimeoutMs ?? 5_000,
+      keepAliveTimeout: 30_000,
+      connect: url.protocol === 'https:' ? tlsOptionsFor(url, this.options.credentials, withClientCert) : undefined,
+    })
+  }
+
+  get servers(): URL[] {
+    return this.states.map(s => s.url)
+  }
+
+  /** Servers in the order to try them now: healthy ones in configured order, recently failed ones last. */
+  orderedServers(): ServerState[] {
+    const now = Date.now()
+    return [...this.states].sort((a, b) => Number(a.failedUntil > now) - Number(b.failedUntil > now))
+  }
+
+  markFailed(url: URL): void {
+    const state = this.states.find(s => s.url === url)
+    if (state) state.failedUntil = Date.now() + this.failedServerBackoffMs
+  }
+
+  get bearerToken(): string | undefined {
+    return this.options.credentials.token
+  }
+
+  /** Headers for the upstream: the hub's bearer token unless the client brought its own credentials. */
+  authorize(headers: Record<string, string | string[]>): { headers: Record<string, string | string[]>; ownCredentials: boolean } {
+    if (headers.authorization) return { headers, ownCredentials: true }
+    const token = this.options.credentials.token
+    if (!token) return { headers, ownCredentials: false }
+    return { headers: { ...headers, authorization: `Bearer ${token}` }, ownCredentials: false }
+  }
+
+  async request(req: UpstreamRequest): Promise<UpstreamResponse> {
+    const { headers, ownCredentials } = this.authorize(req.headers)
+    const causes: { server: string; error: string }[] = []
+    for (const state of this.orderedServers()) {
+      const pool = ownCredentials ? state.clientPool : state.nodePool
+      const basePath = state.url.pathname.replace(/\/$/, '')
+      const options: Dispatcher.RequestOptions = {
+        method: req.method as Dispatcher.HttpMethod,
+        path: basePath + req.path,
+        headers,
+        body: req.body,
+        signal: req.signal,
+        headersTimeout: req.longRunning ? 60_000 : this.requestTimeoutMs,
+        bodyTimeout: req.longRunning ? 0 : this.requestTimeoutMs,
+      }
+      try {
+        const res = await pool.request(options)
+        state.failedUntil = 0
+        return { server: state.url, statusCode: res.statusCode, headers: res.headers, body: res.body }
+      } catch (error) {
+        if (req.signal?.aborted) throw error
+        if (!canTryNextServer(error, req.method)) throw error
+        state.failedUntil = Date.now() + this.failedServerBackoffMs
+        causes.push({ server: state.url.origin, error: describeError(error) })
+      }
+    }
+    throw new UpstreamUnavailableError(causes)
+  }
+
+  /**
+   * A raw connection for protocol upgrades (exec, attach, port-forward over SPDY or WebSocket),
+   * which the pools cannot carry: the first server that accepts, with the same TLS settings.
+   */
+  async connectRaw(ownCredentials: boolean): Promise<{ server: URL; socket: net.Socket }> {
+    const causes: { server: string; error: string }[] = []
+    for (const state of this.orderedServers()) {
+      try {
+        const socket = await this.openSocket(state.url, !ownCredentials)
+        state.failedUntil = 0
+        return { server: state.url, socket }
+      } catch (error) {
+        state.failedUntil = Date.now() + this.failedServerBackoffMs
+        causes.push({ server: state.url.origin, error: describeError(error) })
+      }
+    }
+    throw new UpstreamUnavailableError(causes)
+  }
+
+  private openSocket(url: URL, withClientCert: boolean): Promise<net.Socket> {
+    const secure = url.protocol === 'https:'
+    const port = Number(url.port) || (secure ? 443 : 80)
+    const host = url.hostname.replace(/^\[|\]$/g, '')
+    return new Promise((resolve, reject) => {
+      const socket = secure
+        ? tls.connect({ host, port, ...tlsOptionsFor(url, this.options.credentials, withClientCert) })
+        : net.connect({ host, port })
+      const timer = setTimeout(() => socket.destroy(Object.assign(new Error('connect timeout'), { code: 'UND_ERR_CONNECT_TIMEOUT' })), this.options.connectTimeoutMs ?? 5_000)
+      socket.once(secure ? 'secureConnect' : 'connect', () => {
+        clearTimeout(timer)
+        socket.removeListener('error', reject)
+        resolve(socket)
+      })
+      socket.once('error', error => {
+        clearTimeout(timer)
+        reject(error)
+      })
+    })
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.states.flatMap(s => [s.nodePool.destroy(), s.clientPool.destroy()]))
+  }
+}
