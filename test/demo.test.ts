@@ -1,0 +1,72 @@
+// `npm start` as a newcomer runs it: the outpost command with no apiserver starts the demo, and the
+// commands it prints work as printed.
+import t from 'tap'
+import { spawn, execFile } from 'node:child_process'
+import { once } from 'node:events'
+import net from 'node:net'
+import { eventually } from './helpers/hub.ts'
+import { kubectl } from './helpers/kubectl.ts'
+
+const entry = new URL('../cmd/outpost.ts', import.meta.url).pathname
+
+async function freePort(): Promise<number> {
+  const server = net.createServer().listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  const port = (server.address() as net.AddressInfo).port
+  server.close()
+  return port
+}
+
+function run(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise(resolve => {
+    execFile(process.execPath, ['--import', 'tsx', entry, ...args], { env: { ...process.env, ...env } }, (error, stdout, stderr) => {
+      resolve({ code: error ? (error as any).code : 0, stdout, stderr })
+    })
+  })
+}
+
+t.test('bad flags and values: one line on stderr, exit 2', async t => {
+  for (const args of [['--no-such-flag'], ['--port', 'abc'], ['--server', 'ftp://x']]) {
+    const res = await run(args)
+    t.equal(res.code, 2, `${args.join(' ')}: exit 2`)
+    t.equal(res.stderr.trim().split('\n').length, 1, `${args.join(' ')}: one line`)
+    t.match(res.stderr, /^outpost: /)
+  }
+  const bad = await run([], { OUTPOST_PORT: 'zero' })
+  t.equal(bad.code, 2, 'a bad environment value is a usage error too')
+  const help = await run(['--help'])
+  t.equal(help.code, 0)
+  t.match(help.stdout, /--server/)
+  t.match(help.stdout, /OUTPOST_SERVER/)
+})
+
+t.test('the demo serves, and its printed commands work as printed', async t => {
+  const port = await freePort()
+  const adminPort = await freePort()
+  const child = spawn(process.execPath, ['--import', 'tsx', entry, '--port', String(port), '--admin-port', String(adminPort), '--log-level', 'warn'])
+  let stdout = ''
+  child.stdout.on('data', chunk => (stdout += chunk.toString()))
+  child.stderr.on('data', chunk => (stdout += chunk.toString()))
+  t.teardown(() => child.kill('SIGKILL'))
+  await eventually(() => stdout.includes('kubectl'), 30_000, 'the demo banner')
+
+  const commands = stdout.split('\n').map(l => l.trim()).filter(l => l.startsWith('curl ') || l.startsWith('kubectl '))
+  t.equal(commands.length, 3, 'three commands printed')
+  const curlLine = commands.find(c => c.startsWith('curl '))!
+  const curl = await new Promise<string>((resolve, reject) =>
+    execFile('sh', ['-c', curlLine], (error, out) => (error ? reject(error) : resolve(out))),
+  )
+  const slices = JSON.parse(curl)
+  t.equal(slices.kind, 'EndpointSliceList')
+  t.ok(slices.items.some((s: any) => s.metadata.name === 'svc-ud1-abcde'), 'the demo cluster is loaded')
+
+  const getLine = commands.find(c => c.startsWith('kubectl ') && !c.endsWith('-w'))!
+  const [, , server, ...args] = getLine.split(/\s+/)
+  const get = await kubectl(server, args)
+  t.equal(get.code, 0, get.stderr)
+  t.match(get.stdout, /svc-ud1-abcde/)
+
+  child.kill('SIGTERM')
+  const [code] = await once(child, 'exit')
+  t.equal(code, 0, 'SIGTERM stops the demo cleanly')
+})

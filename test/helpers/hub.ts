@@ -1,0 +1,58 @@
+// Test harness: an apiserver simulator with the hub in front of it, both on real loopback sockets.
+import { pino } from 'pino'
+import { ApiServerSimulator } from '../simulator/index.ts'
+import type { SimulatorOptions } from '../simulator/index.ts'
+import { startDemoCluster } from '../simulator/demo.ts'
+import { startHub } from '../../lib/hub.ts'
+import type { Hub } from '../../lib/hub.ts'
+import { defaults } from '../../lib/config.ts'
+import type { HubConfig } from '../../lib/config.ts'
+
+export interface Harness {
+  simulator: ApiServerSimulator
+  hub: Hub
+  /** the hub's proxy URL */
+  url: string
+  close(): Promise<void>
+}
+
+export function hubConfig(servers: string[], overrides: Partial<HubConfig> = {}): HubConfig {
+  return {
+    ...defaults,
+    servers: servers.map(s => new URL(s)),
+    nodeName: 'kind-worker2',
+    port: 0,
+    adminPort: 0,
+    logLevel: 'silent',
+    ...overrides,
+  }
+}
+
+export const quietLogger = () => pino({ level: process.env.OUTPOST_TEST_LOG ?? 'silent' })
+
+export async function startHarness(
+  options: { demo?: boolean; simulator?: SimulatorOptions; config?: Partial<HubConfig> } = {},
+): Promise<Harness> {
+  const simulator = options.demo ? await startDemoCluster(options.simulator) : await ApiServerSimulator.start(options.simulator)
+  const hub = await startHub(hubConfig([simulator.url], options.config), { logger: quietLogger() })
+  return {
+    simulator,
+    hub,
+    url: hub.proxyUrl,
+    async close() {
+      await hub.close()
+      await simulator.close()
+    },
+  }
+}
+
+/** Polls until check() is truthy; for conditions that settle asynchronously (sockets closing). */
+export async function eventually<T>(check: () => T | Promise<T>, timeoutMs = 10_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await check()
+    if (value) return value
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise(resolve => setTimeout(resolve, 20))
+  }
+}
