@@ -1,6 +1,6 @@
 // Starts the hub from a HubConfig: credentials → upstream → proxy server (+ admin server).
 // The one place that wires modules together; each module stays ignorant of the others.
-import Fastify from 'fastify'
+import Fastify, { LogController } from 'fastify'
 import { pino } from 'pino'
 import type { Logger } from 'pino'
 import type { AddressInfo } from 'node:net'
@@ -47,7 +47,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     logger: log,
     maxRequestBodyBytes: options.maxRequestBodyBytes ?? 3 * 1024 * 1024,
   })
-  const admin = Fastify({ loggerInstance: log.child({ server: 'admin' }), disableRequestLogging: true })
+  const admin = Fastify({ loggerInstance: log.child({ server: 'admin' }), logController: new LogController({ disableRequestLogging: true }) })
   admin.get('/v1/healthz', async () => 'ok')
 
   try {

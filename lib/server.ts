@@ -1,7 +1,7 @@
 // The proxy's HTTP front: fastify owns connections, logging and error shaping; every route hands
 // the raw request to the forwarding path, which writes the response itself (it must flush watch
 // headers and stream frames, which a reply.send() cannot).
-import Fastify from 'fastify'
+import Fastify, { LogController } from 'fastify'
 import type { FastifyBaseLogger, FastifyError, FastifyInstance } from 'fastify'
 import { forward, sendStatus } from './proxy.ts'
 import type { ProxyOptions } from './proxy.ts'
@@ -15,23 +15,34 @@ export interface ProxyServerOptions extends Omit<ProxyOptions, 'log'> {
 const allMethods = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']
 
 export function createProxyServer(options: ProxyServerOptions): FastifyInstance {
+  const proxyOptions: ProxyOptions = { ...options, log: options.logger }
   const app = Fastify({
     loggerInstance: options.logger,
-    disableRequestLogging: true,
+    // one debug line per request comes from forward(), with what fastify cannot know (component, verb)
+    logController: new LogController({ disableRequestLogging: true }),
     // watches are long-lived; the apiserver bounds them itself with timeoutSeconds
     requestTimeout: 0,
     connectionTimeout: 0,
     keepAliveTimeout: 65_000,
     forceCloseConnections: true,
-    maxParamLength: 8192,
+    routerOptions: { maxParamLength: 8192 },
     return503OnClosing: true,
     exposeHeadRoutes: false,
+    // A path fastify cannot decode is still the apiserver's to judge: pass it through.
+    frameworkErrors: (error, request, reply) => {
+      if (error.code !== 'FST_ERR_BAD_URL') {
+        reply.hijack()
+        sendStatus(reply.raw, failure(400, error.message))
+        return
+      }
+      reply.hijack()
+      void forward(request.raw, reply.raw, proxyOptions)
+    },
   })
   // The forwarding path reads the raw body itself, whatever its type.
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('*', (_request, _payload, done) => done(null))
 
-  const proxyOptions: ProxyOptions = { ...options, log: options.logger }
   app.route({
     method: allMethods,
     url: '/*',
