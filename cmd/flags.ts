@@ -130,7 +130,7 @@ function spec<K extends Key>(s: FlagSpecFor<K>): FlagSpec {
 export const flags: readonly FlagSpec[] = [
   spec({
     flag: 'server', env: 'OUTPOST_SERVER', arg: 'URL[,URL...]', repeatable: true, key: 'servers',
-    default: "the kubeconfig's server; with neither, demo mode (embedded apiserver simulator)",
+    default: "the kubeconfig's server, else demo mode (embedded simulator)",
     help: 'apiserver URLs, tried in this order (failover); repeatable',
     parse: values => listItems(values).map(serverUrl),
   }),

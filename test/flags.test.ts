@@ -1,0 +1,284 @@
+import os from 'node:os'
+import t from 'tap'
+import { flags, parseFlags, usage, UsageError } from '../cmd/flags.ts'
+import { defaults, type HubConfig } from '../lib/config.ts'
+
+/** a subtest's `t` */
+type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
+
+function config(argv: string[], env: Record<string, string | undefined> = {}): HubConfig {
+  const result = parseFlags(argv, env)
+  if (result.help) throw new Error('unexpected help')
+  return result.config
+}
+
+/** The UsageError message parseFlags throws, checking it is a UsageError and one line. */
+function usageError(t: Tap, argv: string[], env: Record<string, string | undefined> = {}): string {
+  try {
+    parseFlags(argv, env)
+  } catch (err) {
+    t.type(err, UsageError, 'a UsageError')
+    const message = (err as Error).message
+    t.notMatch(message, /[\r\n]/, 'one line')
+    t.ok(message.length > 0 && message.length < 200, 'short')
+    return message
+  }
+  t.fail(`no error for ${JSON.stringify(argv)} ${JSON.stringify(env)}`)
+  return ''
+}
+
+
+t.test('defaults', async t => {
+  const c = config([])
+  t.strictSame(c.servers, [])
+  t.equal(c.kubeconfig, undefined)
+  t.equal(c.nodeName, os.hostname().toLowerCase())
+  t.equal(c.nodePool, undefined)
+  t.equal(c.bindAddress, '127.0.0.1')
+  t.equal(c.port, 10261)
+  t.equal(c.adminPort, 10267)
+  t.equal(c.cacheDir, '/var/lib/outpost/cache')
+  t.equal(c.logLevel, 'info')
+  t.strictSame(defaults, {
+    bindAddress: '127.0.0.1',
+    port: 10261,
+    adminPort: 10267,
+    cacheDir: '/var/lib/outpost/cache',
+    logLevel: 'info',
+  })
+})
+
+// [flag, raw value, the config field, the parsed value]
+const each: [string, string, keyof HubConfig, unknown][] = [
+  ['kubeconfig', '/etc/outpost/kubelet.conf', 'kubeconfig', '/etc/outpost/kubelet.conf'],
+  ['kubeconfig', 'relative/kubeconfig', 'kubeconfig', 'relative/kubeconfig'],
+  ['node-name', 'kind-worker2', 'nodeName', 'kind-worker2'],
+  ['node-name', 'edge-1.example.com', 'nodeName', 'edge-1.example.com'],
+  ['nodepool', 'shanghai', 'nodePool', 'shanghai'],
+  ['nodepool', 'Pool_A.1', 'nodePool', 'Pool_A.1'],
+  ['bind-address', '0.0.0.0', 'bindAddress', '0.0.0.0'],
+  ['bind-address', '::1', 'bindAddress', '::1'],
+  ['bind-address', '169.254.2.1', 'bindAddress', '169.254.2.1'],
+  ['port', '10300', 'port', 10300],
+  ['port', '1', 'port', 1],
+  ['port', '65535', 'port', 65535],
+  ['admin-port', '10400', 'adminPort', 10400],
+  ['cache-dir', '/tmp/outpost cache', 'cacheDir', '/tmp/outpost cache'],
+  ['log-level', 'debug', 'logLevel', 'debug'],
+  ['log-level', 'silent', 'logLevel', 'silent'],
+  ['log-level', 'trace', 'logLevel', 'trace'],
+]
+
+t.test('each flag, as --flag value and --flag=value', async t => {
+  for (const [flag, raw, key, want] of each) {
+    t.equal(config([`--${flag}`, raw])[key], want, `--${flag} ${raw}`)
+    t.equal(config([`--${flag}=${raw}`])[key], want, `--${flag}=${raw}`)
+  }
+})
+
+t.test('--server', async t => {
+  const hrefs = (argv: string[], env: Record<string, string> = {}) => config(argv, env).servers.map(u => u.href)
+  t.strictSame(hrefs(['--server', 'https://10.0.0.1:6443']), ['https://10.0.0.1:6443/'])
+  t.strictSame(hrefs(['--server=https://10.0.0.1:6443']), ['https://10.0.0.1:6443/'])
+  t.strictSame(hrefs(['--server', 'https://a:6443,https://b:6443']), ['https://a:6443/', 'https://b:6443/'], 'comma list')
+  t.strictSame(
+    hrefs(['--server', 'https://a:6443', '--port', '1234', '--server=https://b:6443,http://c']),
+    ['https://a:6443/', 'https://b:6443/', 'http://c/'],
+    'repeatable, order kept',
+  )
+  t.strictSame(hrefs(['--server', ' https://a:6443 , https://b:6443,']), ['https://a:6443/', 'https://b:6443/'], 'blanks and empty items dropped')
+  t.strictSame(hrefs(['--server', 'https://[fd00::1]:6443']), ['https://[fd00::1]:6443/'], 'IPv6')
+  t.strictSame(hrefs(['--server', 'https://lb.example.com/k8s']), ['https://lb.example.com/k8s'], 'a path prefix is kept')
+  const c = config(['--server', 'https://a:6443'])
+  t.type(c.servers[0], URL)
+})
+
+t.test('environment', async t => {
+  const env = {
+    OUTPOST_SERVER: 'https://a:6443,https://b:6443',
+    OUTPOST_KUBECONFIG: '/etc/kubernetes/kubelet.conf',
+    OUTPOST_NODE_NAME: 'kind-worker2',
+    OUTPOST_NODEPOOL: 'beijing',
+    OUTPOST_BIND_ADDRESS: '0.0.0.0',
+    OUTPOST_PORT: '20261',
+    OUTPOST_ADMIN_PORT: '20267',
+    OUTPOST_CACHE_DIR: '/tmp/cache',
+    OUTPOST_LOG_LEVEL: 'warn',
+  }
+  const c = config([], env)
+  t.strictSame(c.servers.map(u => u.href), ['https://a:6443/', 'https://b:6443/'])
+  t.equal(c.kubeconfig, '/etc/kubernetes/kubelet.conf')
+  t.equal(c.nodeName, 'kind-worker2')
+  t.equal(c.nodePool, 'beijing')
+  t.equal(c.bindAddress, '0.0.0.0')
+  t.equal(c.port, 20261)
+  t.equal(c.adminPort, 20267)
+  t.equal(c.cacheDir, '/tmp/cache')
+  t.equal(c.logLevel, 'warn')
+
+  t.equal(config([], { OUTPOST_PORT: '' }).port, 10261, 'an empty variable counts as unset')
+  t.equal(config([], { OUTPOST_NODE_NAME: '' }).nodeName, os.hostname().toLowerCase())
+  t.equal(config([], { OUTPOST_PORT: undefined }).port, 10261)
+  t.equal(config([], { PORT: '1', OUTPOST_PORTS: '2' }).port, 10261, 'other variables are ignored')
+})
+
+t.test('flags win over the environment', async t => {
+  const env = {
+    OUTPOST_SERVER: 'https://env:6443',
+    OUTPOST_KUBECONFIG: '/env/kubeconfig',
+    OUTPOST_NODE_NAME: 'env-node',
+    OUTPOST_NODEPOOL: 'env-pool',
+    OUTPOST_BIND_ADDRESS: '10.0.0.1',
+    OUTPOST_PORT: '1111',
+    OUTPOST_ADMIN_PORT: '2222',
+    OUTPOST_CACHE_DIR: '/env/cache',
+    OUTPOST_LOG_LEVEL: 'error',
+  }
+  const c = config(
+    [
+      '--server=https://flag:6443',
+      '--kubeconfig=/flag/kubeconfig',
+      '--node-name=flag-node',
+      '--nodepool=flag-pool',
+      '--bind-address=10.0.0.2',
+      '--port=3333',
+      '--admin-port=4444',
+      '--cache-dir=/flag/cache',
+      '--log-level=trace',
+    ],
+    env,
+  )
+  t.strictSame(c.servers.map(u => u.href), ['https://flag:6443/'], 'flag servers replace, not extend, the env list')
+  t.equal(c.kubeconfig, '/flag/kubeconfig')
+  t.equal(c.nodeName, 'flag-node')
+  t.equal(c.nodePool, 'flag-pool')
+  t.equal(c.bindAddress, '10.0.0.2')
+  t.equal(c.port, 3333)
+  t.equal(c.adminPort, 4444)
+  t.equal(c.cacheDir, '/flag/cache')
+  t.equal(c.logLevel, 'trace')
+
+  t.equal(config(['--port', '3333'], { OUTPOST_PORT: 'junk' }).port, 3333, 'a bad variable shadowed by its flag is not an error')
+  t.equal(config(['--port', '1', '--port', '2']).port, 2, 'the last occurrence of a flag wins')
+  t.equal(config(['--cache-dir=-odd']).cacheDir, '-odd', 'a value starting with "-" in the = form')
+})
+
+t.test('errors are one-line UsageErrors', async t => {
+  const cases: [string[], Record<string, string>, string][] = [
+    [['--foo'], {}, 'unknown flag --foo'],
+    [['--foo=bar'], {}, 'unknown flag --foo'],
+    [['-x'], {}, 'unknown flag -x'],
+    [['-port', '1'], {}, 'unknown flag -port'],
+    [['--Port', '1'], {}, 'unknown flag --Port'],
+    [['extra'], {}, 'unexpected argument "extra"'],
+    [['--', 'extra'], {}, 'unexpected argument "extra"'],
+    [['--port'], {}, 'missing value for --port'],
+    [['--port', '--admin-port', '1'], {}, 'missing value for --port'],
+    [['--server'], {}, 'missing value for --server'],
+    [['--node-name', '-x'], {}, 'missing value for --node-name'],
+    [['--help=yes'], {}, 'flag --help takes no value'],
+    [['--port', 'abc'], {}, 'invalid value "abc" for --port: must be an integer from 1 to 65535'],
+    [['--port=0'], {}, 'invalid value "0" for --port: must be an integer from 1 to 65535'],
+    [['--port=65536'], {}, 'invalid value "65536" for --port: must be an integer from 1 to 65535'],
+    [['--port=-1'], {}, 'invalid value "-1" for --port: must be an integer from 1 to 65535'],
+    [['--port=80.5'], {}, 'invalid value "80.5" for --port: must be an integer from 1 to 65535'],
+    [['--port=1e3'], {}, 'invalid value "1e3" for --port: must be an integer from 1 to 65535'],
+    [['--port='], {}, 'invalid value "" for --port: must be an integer from 1 to 65535'],
+    [['--port', ' 80'], {}, 'invalid value " 80" for --port: must be an integer from 1 to 65535'],
+    [['--admin-port', '99999'], {}, 'invalid value "99999" for --admin-port: must be an integer from 1 to 65535'],
+    [['--port', '10267'], {}, '--port and --admin-port are both 10267; they must differ'],
+    [['--server', 'ftp://x'], {}, 'invalid value "ftp://x" for --server: must be an http or https URL with a host, like https://10.0.0.1:6443'],
+    [['--server', '10.0.0.1:6443'], {}, 'invalid value "10.0.0.1:6443" for --server: must be an http or https URL with a host, like https://10.0.0.1:6443'],
+    [['--server', 'https://a:6443,not a url'], {}, 'invalid value "not a url" for --server: must be an http or https URL with a host, like https://10.0.0.1:6443'],
+    [['--server', 'https://'], {}, 'invalid value "https://" for --server: must be an http or https URL with a host, like https://10.0.0.1:6443'],
+    [['--server', 'https://a:6443/?x=1'], {}, 'invalid value "https://a:6443/?x=1" for --server: must not have a query or fragment'],
+    [['--server='], {}, 'invalid value "" for --server: must not be empty'],
+    [['--server', ','], {}, 'invalid value "," for --server: must not be empty'],
+    [['--bind-address', 'localhost'], {}, 'invalid value "localhost" for --bind-address: must be an IP address, like 127.0.0.1 or ::1'],
+    [['--bind-address', '1.2.3.4.5'], {}, 'invalid value "1.2.3.4.5" for --bind-address: must be an IP address, like 127.0.0.1 or ::1'],
+    [['--log-level', 'verbose'], {}, 'invalid value "verbose" for --log-level: must be one of fatal, error, warn, info, debug, trace, silent'],
+    [['--log-level', 'INFO'], {}, 'invalid value "INFO" for --log-level: must be one of fatal, error, warn, info, debug, trace, silent'],
+    [['--node-name='], {}, 'invalid value "" for --node-name: must not be empty'],
+    [['--node-name', ' '], {}, 'invalid value " " for --node-name: must not be empty'],
+    [['--node-name', 'Kind-Worker2'], {}, 'invalid value "Kind-Worker2" for --node-name: must be a Kubernetes node name: lower-case letters, digits, "-" and ".", at most 253 characters'],
+    [['--node-name', 'a_b'], {}, 'invalid value "a_b" for --node-name: must be a Kubernetes node name: lower-case letters, digits, "-" and ".", at most 253 characters'],
+    [['--nodepool='], {}, 'invalid value "" for --nodepool: must not be empty'],
+    [['--nodepool', 'a/b'], {}, 'invalid value "a/b" for --nodepool: must be a label value: letters, digits, "-", "_" and ".", at most 63 characters'],
+    [['--nodepool', 'x'.repeat(64)], {}, `invalid value "${'x'.repeat(64)}" for --nodepool: must be a label value: letters, digits, "-", "_" and ".", at most 63 characters`],
+    [['--kubeconfig='], {}, 'invalid value "" for --kubeconfig: must not be empty'],
+    [['--cache-dir='], {}, 'invalid value "" for --cache-dir: must not be empty'],
+    [['--node-name', 'bad\nname'], {}, 'invalid value "bad\\nname" for --node-name: must be a Kubernetes node name: lower-case letters, digits, "-" and ".", at most 253 characters'],
+    // environment: the variable is named
+    [[], { OUTPOST_PORT: 'abc' }, 'invalid value "abc" for OUTPOST_PORT: must be an integer from 1 to 65535'],
+    [[], { OUTPOST_ADMIN_PORT: '0' }, 'invalid value "0" for OUTPOST_ADMIN_PORT: must be an integer from 1 to 65535'],
+    [[], { OUTPOST_SERVER: 'https://a:6443,ftp://b' }, 'invalid value "ftp://b" for OUTPOST_SERVER: must be an http or https URL with a host, like https://10.0.0.1:6443'],
+    [[], { OUTPOST_SERVER: ' , ' }, 'invalid value " , " for OUTPOST_SERVER: must not be empty'],
+    [[], { OUTPOST_BIND_ADDRESS: 'any' }, 'invalid value "any" for OUTPOST_BIND_ADDRESS: must be an IP address, like 127.0.0.1 or ::1'],
+    [[], { OUTPOST_LOG_LEVEL: 'loud' }, 'invalid value "loud" for OUTPOST_LOG_LEVEL: must be one of fatal, error, warn, info, debug, trace, silent'],
+    [[], { OUTPOST_NODE_NAME: 'UPPER' }, 'invalid value "UPPER" for OUTPOST_NODE_NAME: must be a Kubernetes node name: lower-case letters, digits, "-" and ".", at most 253 characters'],
+    [[], { OUTPOST_NODEPOOL: 'a b' }, 'invalid value "a b" for OUTPOST_NODEPOOL: must be a label value: letters, digits, "-", "_" and ".", at most 63 characters'],
+    [[], { OUTPOST_PORT: '10267' }, '--port and --admin-port are both 10267; they must differ'],
+  ]
+  for (const [argv, env, want] of cases) {
+    t.equal(usageError(t, argv, env), want, JSON.stringify([argv, env]))
+  }
+})
+
+t.test('credentials in a --server URL are refused without echoing them', async t => {
+  const message = usageError(t, ['--server', 'https://admin:s3cret@10.0.0.1:6443'])
+  t.notMatch(message, /s3cret/)
+  t.equal(message, 'invalid value "10.0.0.1:6443" for --server: must not carry credentials; give them in --kubeconfig')
+})
+
+t.test('the first problem on the command line is the one reported', async t => {
+  t.equal(usageError(t, ['--foo', '--bar']), 'unknown flag --foo')
+  t.equal(usageError(t, ['--port', 'x', '--admin-port', 'y']), 'invalid value "x" for --port: must be an integer from 1 to 65535')
+})
+
+t.test('--help', async t => {
+  t.strictSame(parseFlags(['--help'], {}), { help: true })
+  t.strictSame(parseFlags(['-h'], {}), { help: true })
+  t.strictSame(parseFlags(['--port', '1', '-h'], {}), { help: true })
+  t.strictSame(parseFlags(['--help', '--port', 'junk', '--foo'], {}), { help: true }, 'help wins over other problems')
+  t.strictSame(parseFlags(['--foo', '--help'], {}), { help: true })
+  t.strictSame(parseFlags(['--node-name', '-h'], {}), { help: true }, 'a flag is never taken as a value')
+  t.strictSame(parseFlags(['-h'], { OUTPOST_PORT: 'junk' }), { help: true })
+  t.equal(usageError(t, ['--', '--help']), 'unexpected argument "--help"', 'after -- nothing is a flag')
+  t.strictSame(parseFlags([], {}).help, false)
+})
+
+t.test('usage text', async t => {
+  const lines = usage.split('\n')
+  t.match(lines[0], /^outpost\b.*caching reverse proxy for the Kubernetes API server/, 'says what outpost is in one line')
+  t.match(usage, /Usage: outpost \[flags\]/)
+  for (const f of flags) {
+    t.match(usage, `--${f.flag} `, `mentions --${f.flag}`)
+    if (f.env) t.match(usage, f.env, `mentions ${f.env}`)
+    t.match(usage, `default: ${f.default}`, `shows the default of --${f.flag}`)
+  }
+  for (const v of ['10261', '10267', '127.0.0.1', '/var/lib/outpost/cache', 'default: info']) t.match(usage, v)
+  t.match(usage, /-h, --help/)
+  t.ok(lines.every(l => l.length <= 120), 'lines fit a terminal')
+})
+
+t.test('the flag table follows its conventions', async t => {
+  const names = new Set<string>()
+  for (const f of flags) {
+    t.match(f.flag, /^[a-z][a-z0-9-]*$/, `--${f.flag} is kebab-case`)
+    t.notOk(names.has(f.flag), `--${f.flag} is listed once`)
+    names.add(f.flag)
+    t.equal(f.env, `OUTPOST_${f.flag.toUpperCase().replace(/-/g, '_')}`, `--${f.flag} reads ${f.env}`)
+    t.ok(f.help.length > 0 && !f.help.includes('\n'))
+  }
+})
+
+t.test('parseFlags does not touch its inputs', async t => {
+  const argv = ['--port', '1234', '--server=https://a:6443']
+  const env = Object.freeze({ OUTPOST_LOG_LEVEL: 'debug' })
+  const before = [...argv]
+  config(argv, env)
+  t.strictSame(argv, before)
+  const a = config(['--server', 'https://a:6443'])
+  const b = config(['--server', 'https://a:6443'])
+  t.not(a.servers, b.servers, 'a fresh config each call')
+})
