@@ -51,7 +51,8 @@ export async function loadKubeconfig(file: string): Promise<UpstreamCredentials>
 
   let doc: unknown
   try {
-    doc = parse(text)
+    // warnings (which quote the file) are not printed; errors throw and are reported by position
+    doc = parse(text, { logLevel: 'error' })
   } catch (err) {
     // the parser's message quotes the offending line, which may hold a token: report the position only
     if (err instanceof YAMLParseError) {
