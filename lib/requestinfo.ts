@@ -124,7 +124,8 @@ export function classify(method: string, url: string, userAgent?: string): Reque
 
   info.resource = parts[0]
   if (parts.length >= 2) info.name = parts[1]
-  if (parts.length >= 3) info.subresource = parts[2]
+  // the proxy verb's trailing path is the proxied service's, not a subresource
+  if (parts.length >= 3 && verb !== 'proxy') info.subresource = parts[2]
 
   if (verb === undefined) {
     info.verb = method.toLowerCase()
@@ -139,12 +140,24 @@ export function classify(method: string, url: string, userAgent?: string): Reque
     else if (verb === 'delete') verb = 'deletecollection'
   }
   if (verb === 'list' && isTrue(query.get('watch'))) verb = 'watch'
+  if ((verb === 'list' || verb === 'watch') && info.name === '') info.name = nameFromFieldSelector(info.fieldSelector)
   info.verb = verb
   return info
 }
 
+// The apiserver's query-to-bool conversion: present and not "false"/"0" (any case) is true,
+// so `?watch` and `?watch=True` are watches too.
 function isTrue(value: string | null): boolean {
-  return value === 'true' || value === '1'
+  return value !== null && value !== '0' && value.toLowerCase() !== 'false'
+}
+
+// `fieldSelector=metadata.name=x` names one object (kubelet watches its own Node this way).
+function nameFromFieldSelector(fieldSelector: string): string {
+  for (const term of fieldSelector.split(',')) {
+    const match = /^\s*metadata\.name\s*==?\s*(.*?)\s*$/.exec(term)
+    if (match) return match[1]
+  }
+  return ''
 }
 
 /** Whether the response is a long-lived stream whose headers must be flushed before any event. */

@@ -1,7 +1,6 @@
 // Table test of classify(): every row is a request a real client sends (or an edge of the path
 // grammar), with the RequestInfo that k8s.io/apiserver's RequestInfoFactory would give it, except
 // where this hub decides differently on purpose (exec/attach/portforward → connect, */proxy → proxy).
-// Rows marked `todo` are known divergences from the apiserver, left here until requestinfo.ts is fixed.
 
 import t from 'tap'
 import { classify, componentOf, isWatch, type RequestInfo } from '../lib/requestinfo.ts'
@@ -13,7 +12,6 @@ interface Row {
   url: string
   ua?: string
   want: Expected
-  todo?: string
 }
 
 const UA = {
@@ -104,8 +102,7 @@ const rows: Row[] = [
   { url: '/api/v1/proxy/nodes/kind-worker2', want: { verb: 'proxy', resource: 'nodes', name: 'kind-worker2', namespace: '' } },
   {
     url: '/api/v1/proxy/namespaces/default/services/web/healthz',
-    want: { verb: 'proxy', resource: 'services', name: 'web', subresource: '' },
-    todo: 'the apiserver sets no subresource for the proxy verb (specialVerbsNoSubresources); classify() reports "healthz"',
+    want: { verb: 'proxy', resource: 'services', namespace: 'default', name: 'web', subresource: '' },
   },
 
   // ---- named groups ----------------------------------------------------------------------------
@@ -141,9 +138,9 @@ const rows: Row[] = [
   { url: '/apis/discovery.k8s.io/v1/watch/namespaces/default/endpointslices?resourceVersion=99', want: { verb: 'watch', apiGroup: 'discovery.k8s.io', resource: 'endpointslices', namespace: 'default', resourceVersion: '99' } },
   // the apiserver reads `watch` like every boolean query parameter: only absent, "0" and "false"
   // (any case) are false — anything else, the empty value included, is true
-  { url: '/api/v1/pods?watch=True', want: { verb: 'watch', resource: 'pods' }, todo: 'apiserver: watch=True is a watch (strings.EqualFold "false"/"0" are the only false values); classify() says list' },
-  { url: '/api/v1/pods?watch', want: { verb: 'watch', resource: 'pods' }, todo: 'apiserver: a bare ?watch (empty value) is a watch; classify() says list' },
-  { url: '/api/v1/pods?watch=yes', want: { verb: 'watch', resource: 'pods' }, todo: 'apiserver: watch=yes is a watch; classify() says list' },
+  { url: '/api/v1/pods?watch=True', want: { verb: 'watch', resource: 'pods' } },
+  { url: '/api/v1/pods?watch', want: { verb: 'watch', resource: 'pods' } },
+  { url: '/api/v1/pods?watch=yes', want: { verb: 'watch', resource: 'pods' } },
   { url: '/api/v1/pods?watch=FALSE', want: { verb: 'list', resource: 'pods' } },
 
   // ---- selectors and resourceVersion from the query ---------------------------------------------
@@ -169,7 +166,6 @@ const rows: Row[] = [
     url: '/api/v1/nodes?fieldSelector=metadata.name%3Dkind-worker2',
     ua: UA.kubelet,
     want: { verb: 'list', resource: 'nodes', name: 'kind-worker2', fieldSelector: 'metadata.name=kind-worker2', component: 'kubelet' },
-    todo: 'the apiserver takes the name from fieldSelector metadata.name=<x> on list/watch (kubelet watches its own Node this way); classify() leaves name empty',
   },
 
   // ---- component from the User-Agent -----------------------------------------------------------
@@ -206,8 +202,7 @@ for (const row of rows) {
     }
     const got: Record<string, unknown> = {}
     for (const k of Object.keys(want)) got[k] = info[k as keyof RequestInfo]
-    // a todo row still runs, so a fix in requestinfo.ts shows up as a passing todo
-    t.strictSame(got, want, row.todo ? { todo: row.todo } : {})
+    t.strictSame(got, want)
     t.equal(info.path, row.url.split('?')[0], 'path is the URL without its query')
   })
 }
