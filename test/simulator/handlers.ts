@@ -1,0 +1,244 @@
+// HTTP handling of resource requests (get, list, watch, create, update, patch, delete,
+// deletecollection, and the status subresource), on top of Cluster.
+
+import { randomUUID } from 'node:crypto'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import { gzipSync } from 'node:zlib'
+import { parse as parseYaml } from 'yaml'
+import type { RequestInfo } from '../../lib/requestinfo.ts'
+import { failure, type Status } from '../../lib/status.ts'
+import { parseFieldSelector, parseLabelSelector, type FieldSelector, type LabelSelector } from '../../lib/selectors.ts'
+import type { Cluster, PatchType } from './cluster.ts'
+import { ApiError, badRequest, noSuchResource } from './errors.ts'
+import { negotiate, notAcceptableMessage, renderList, renderObject, type Output } from './render.ts'
+import type { ResourceEntry } from './resources.ts'
+import { WatchStream } from './watch.ts'
+
+/** The apiserver gzips response bodies of at least this size when the client accepts gzip. */
+export const gzipThreshold = 128 * 1024
+const maxBody = 3 * 1024 * 1024
+
+export function baseHeaders(): Record<string, string> {
+  return { 'Audit-Id': randomUUID(), 'Cache-Control': 'no-cache, private' }
+}
+
+function acceptsGzip(req: IncomingMessage): boolean {
+  const ae = req.headers['accept-encoding']
+  if (!ae) return false
+  return String(ae)
+    .split(',')
+    .some(part => {
+      const [coding, ...params] = part.split(';').map(s => s.trim().toLowerCase())
+      return coding === 'gzip' && !params.some(p => /^q=0(\.0*)?$/.test(p))
+    })
+}
+
+export function sendJSON(req: IncomingMessage, res: ServerResponse, code: number, body: unknown): void {
+  if (res.headersSent || res.destroyed) return
+  let data = Buffer.from(JSON.stringify(body))
+  const headers: Record<string, string> = { ...baseHeaders(), 'Content-Type': 'application/json' }
+  if (data.length >= gzipThreshold && acceptsGzip(req)) {
+    data = gzipSync(data)
+    headers['Content-Encoding'] = 'gzip'
+    headers['Vary'] = 'Accept-Encoding'
+  } else {
+    headers['Content-Length'] = String(data.length)
+  }
+  res.writeHead(code, headers)
+  res.end(req.method === 'HEAD' ? undefined : data)
+}
+
+export function sendStatus(req: IncomingMessage, res: ServerResponse, status: Status): void {
+  sendJSON(req, res, status.code, status)
+}
+
+export function readBody(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    let size = 0
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length
+      if (size > maxBody) {
+        reject(ApiError.of(413, 'Request entity too large: limit is 3145728', 'RequestEntityTooLarge'))
+        req.destroy()
+        return
+      }
+      chunks.push(chunk)
+    })
+    req.on('end', () => resolve(Buffer.concat(chunks)))
+    req.on('error', reject)
+    req.on('aborted', () => reject(new Error('client went away')))
+  })
+}
+
+function parseJSON(buf: Buffer): any {
+  try {
+    return JSON.parse(buf.toString('utf8'))
+  } catch (err) {
+    throw badRequest(`the body of the request could not be decoded as JSON: ${(err as Error).message}`)
+  }
+}
+
+/** A create/update body: JSON (or YAML); protobuf bodies are not understood (415). */
+function parseBody(req: IncomingMessage, buf: Buffer): any {
+  const type = String(req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase()
+  if (type === 'application/yaml') {
+    try {
+      return parseYaml(buf.toString('utf8'))
+    } catch (err) {
+      throw badRequest(`error decoding YAML: ${(err as Error).message}`)
+    }
+  }
+  if (type !== '' && type !== 'application/json' && type !== '*/*') {
+    throw ApiError.of(415, `the body of the request was in an unknown format - accepted media types include: application/json, application/yaml`, 'UnsupportedMediaType')
+  }
+  return parseJSON(buf)
+}
+
+const patchTypes: Record<string, PatchType> = {
+  'application/merge-patch+json': 'merge',
+  'application/strategic-merge-patch+json': 'strategic',
+  'application/json-patch+json': 'json',
+  'application/apply-patch+yaml': 'apply',
+}
+
+function selectors(info: RequestInfo): { labelSelector?: LabelSelector; fieldSelector?: FieldSelector } {
+  try {
+    return {
+      labelSelector: info.labelSelector ? parseLabelSelector(info.labelSelector) : undefined,
+      fieldSelector: info.fieldSelector ? parseFieldSelector(info.fieldSelector) : undefined,
+    }
+  } catch (err) {
+    throw badRequest((err as Error).message)
+  }
+}
+
+function nonNegativeInt(value: string | null, name: string): number | undefined {
+  if (value === null || value === '') return undefined
+  if (!/^\d+$/.test(value)) throw badRequest(`${name}: Invalid value: "${value}": must be a non-negative integer`)
+  return Number(value)
+}
+
+export interface HandlerContext {
+  cluster: Cluster
+  bookmarkIntervalMs: number
+  watches: Set<WatchStream>
+}
+
+export async function handleResource(ctx: HandlerContext, req: IncomingMessage, res: ServerResponse, info: RequestInfo): Promise<void> {
+  const { cluster } = ctx
+  const entry = cluster.registry.byGVR(info.apiGroup, info.apiVersion, info.resource)
+  if (!entry) throw noSuchResource()
+  const isNamespaceObject = entry.storageKey === '/namespaces'
+  const namespace = entry.namespaced ? info.namespace : ''
+  if (!entry.namespaced && info.namespace && !isNamespaceObject) throw noSuchResource()
+  if (entry.namespaced && !info.namespace && info.name) throw noSuchResource()
+  const name = info.name
+  const sub = info.subresource
+  if (sub && !(sub === 'status' && entry.status)) {
+    if (entry.connect.includes(sub)) throw badRequest('Upgrade request required')
+    throw noSuchResource()
+  }
+  const accept = req.headers.accept
+  const want = (target: 'object' | 'list' | 'watch'): Output => {
+    const output = negotiate(accept, target, info.query.get('includeObject'))
+    if (!output) throw ApiError.of(406, notAcceptableMessage, 'NotAcceptable')
+    return output
+  }
+  const dryRun = info.query.getAll('dryRun').includes('All')
+  const one = (code: number, obj: any) => sendJSON(req, res, code, renderObject(entry, obj, want('object')))
+
+  switch (info.verb) {
+    case 'get':
+      return one(200, cluster.mustGet(entry, namespace, name))
+    case 'list': {
+      const output = want('list')
+      const result = cluster.list(entry, {
+        namespace,
+        ...selectors(info),
+        limit: nonNegativeInt(info.query.get('limit'), 'limit'),
+        continue: info.query.get('continue') ?? undefined,
+        resourceVersion: info.resourceVersion || undefined,
+        resourceVersionMatch: info.query.get('resourceVersionMatch') ?? undefined,
+      })
+      return sendJSON(req, res, 200, renderList(entry, result, output))
+    }
+    case 'watch': {
+      const output = want('watch')
+      const sel = selectors(info)
+      const watch = new WatchStream(
+        res,
+        cluster,
+        {
+          entry,
+          namespace,
+          name,
+          ...sel,
+          resourceVersion: info.resourceVersion,
+          allowBookmarks: info.query.get('allowWatchBookmarks') === 'true',
+          bookmarkIntervalMs: ctx.bookmarkIntervalMs,
+          timeoutSeconds: nonNegativeInt(info.query.get('timeoutSeconds'), 'timeoutSeconds'),
+          output,
+        },
+        w => ctx.watches.delete(w),
+      )
+      ctx.watches.add(watch)
+      watch.start(baseHeaders())
+      return
+    }
+    case 'create': {
+      if (name || sub) throw ApiError.of(405, `the server does not allow this method on the requested resource`, 'MethodNotAllowed', {})
+      const body = parseBody(req, await readBody(req))
+      return one(201, cluster.create(entry, body, { namespace, dryRun }))
+    }
+    case 'update': {
+      const body = parseBody(req, await readBody(req))
+      return one(200, cluster.update(entry, body, { namespace, name, subresource: sub, dryRun }))
+    }
+    case 'patch': {
+      const contentType = String(req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase()
+      const type = patchTypes[contentType]
+      if (!type) {
+        throw ApiError.of(
+          415,
+          `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json`,
+          'UnsupportedMediaType',
+        )
+      }
+      const raw = await readBody(req)
+      let body: any
+      if (type === 'apply') {
+        try {
+          body = parseYaml(raw.toString('utf8'))
+        } catch (err) {
+          throw badRequest(`error decoding YAML: ${(err as Error).message}`)
+        }
+      } else body = parseJSON(raw)
+      return one(200, cluster.patch(entry, namespace, name, type, body, { subresource: sub, dryRun }))
+    }
+    case 'delete': {
+      const raw = await readBody(req)
+      let opts: any = {}
+      try {
+        if (raw.length > 0) opts = JSON.parse(raw.toString('utf8')) // DeleteOptions; a protobuf one is ignored
+      } catch {
+        opts = {}
+      }
+      const pre = opts?.preconditions ?? {}
+      const deleteDryRun = dryRun || (Array.isArray(opts?.dryRun) && opts.dryRun.includes('All'))
+      return one(200, cluster.delete(entry, namespace, name, { dryRun: deleteDryRun, preconditions: pre }))
+    }
+    case 'deletecollection': {
+      const output = want('list')
+      const items = cluster.deleteCollection(entry, { namespace, ...selectors(info) })
+      return sendJSON(req, res, 200, renderList(entry, { items, resourceVersion: String(cluster.store.currentRV()) }, output))
+    }
+    default:
+      throw ApiError.of(405, 'the server does not allow this method on the requested resource', 'MethodNotAllowed', {})
+  }
+}
+
+export function errorStatus(err: unknown): Status {
+  if (err instanceof ApiError) return err.status
+  return failure(500, `Internal error occurred: ${(err as Error)?.message ?? String(err)}`, 'InternalError')
+}

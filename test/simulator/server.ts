@@ -1,0 +1,373 @@
+// ApiServerSimulator: the stand-in for kube-apiserver used by the hub's integration tests and the
+// demo. Plain node:http / node:https on 127.0.0.1, faults on command (refuse, hang, reset), a
+// request log, WebSocket and SPDY-style upgrades echoed back.
+
+import { once } from 'node:events'
+import http, { type IncomingMessage, type ServerResponse } from 'node:http'
+import https from 'node:https'
+import type { Duplex } from 'node:stream'
+import type { Socket } from 'node:net'
+import type { TLSSocket } from 'node:tls'
+import { parseAllDocuments } from 'yaml'
+import { WebSocketServer } from 'ws'
+import { classify } from '../../lib/requestinfo.ts'
+import { failure } from '../../lib/status.ts'
+import { Cluster } from './cluster.ts'
+import { discovery, versionInfo } from './discovery.ts'
+import { ApiError, noSuchResource } from './errors.ts'
+import { errorStatus, handleResource, sendJSON, sendStatus, baseHeaders } from './handlers.ts'
+import { openapiDocument, openapiIndex } from './openapi.ts'
+import { negotiate, notAcceptableMessage } from './render.ts'
+import { ResourceRegistry, type ResourceEntry, type ResourceType } from './resources.ts'
+import { Store } from './store.ts'
+import type { WatchStream } from './watch.ts'
+
+export interface SimulatorOptions {
+  /** https when given; with ca + requestCert, client certificates are verified (a valid one authenticates) */
+  tls?: { key: string | Buffer; cert: string | Buffer; ca?: string | Buffer; requestCert?: boolean }
+  /** when set, requests must carry `Authorization: Bearer <one of these>` (or a verified client cert), else 401 */
+  tokens?: string[]
+  /** watch events kept for replay (default 1000); older resourceVersions answer 410 Expired */
+  eventWindow?: number
+  /** BOOKMARK period for watches with allowWatchBookmarks=true (default 5000 ms) */
+  bookmarkIntervalMs?: number
+  /** default 0 (random); the host is always 127.0.0.1 */
+  port?: number
+}
+
+export type Fault = 'none' | 'refuse' | 'hang' | 'reset'
+
+export interface LoggedRequest {
+  method: string
+  url: string
+  headers: Record<string, string | string[] | undefined>
+}
+
+const publicPaths = ['/healthz', '/livez', '/readyz', '/version']
+const noop = () => {}
+
+function isPublic(path: string): boolean {
+  return publicPaths.some(p => path === p || path.startsWith(`${p}/`))
+}
+
+/**
+ * The objects of a multi-document YAML text. A document whose top-level keys repeat because a `---`
+ * is missing before a column-0 `apiVersion:` (as in test/fixtures/extra-objects.yaml) is split there.
+ */
+function parseObjects(text: string): any[] {
+  const out: any[] = []
+  for (const doc of parseAllDocuments(text)) {
+    if (doc.errors.length === 0) {
+      out.push(doc.toJS())
+      continue
+    }
+    const source = doc.range ? text.slice(doc.range[0], doc.range[2]) : ''
+    const parts = source.split(/^(?=apiVersion:)/m)
+    if (parts.length < 2) throw new Error(`simulator: bad YAML: ${doc.errors[0].message}`)
+    for (const part of parts) {
+      const sub = parseAllDocuments(part)
+      for (const d of sub) {
+        if (d.errors.length > 0) throw new Error(`simulator: bad YAML: ${d.errors[0].message}`)
+        out.push(d.toJS())
+      }
+    }
+  }
+  return out
+}
+
+export class ApiServerSimulator {
+  readonly requests: LoggedRequest[] = []
+  readonly registry = new ResourceRegistry()
+  readonly store: Store
+  readonly cluster: Cluster
+  private readonly server: http.Server
+  private readonly wss = new WebSocketServer({ noServer: true })
+  private readonly sockets = new Set<Socket>()
+  private readonly watches = new Set<WatchStream>()
+  private hung: { req: IncomingMessage; res: ServerResponse }[] = []
+  private fault: Fault = 'none'
+  private listening = false
+  private closed = false
+  private boundPort = 0
+
+  private constructor(private readonly options: SimulatorOptions) {
+    this.store = new Store(options.eventWindow ?? 1000)
+    this.cluster = new Cluster(this.registry, this.store)
+    const handler = (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res)
+    const tls = options.tls
+    this.server = tls
+      ? https.createServer({ key: tls.key, cert: tls.cert, ca: tls.ca, requestCert: !!tls.requestCert, rejectUnauthorized: false }, handler)
+      : http.createServer(handler)
+    this.server.on('connection', (socket: Socket) => this.onConnection(socket))
+    this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.onUpgrade(req, socket, head))
+    this.server.on('clientError', (_err: Error, socket: Duplex) => {
+      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n')
+      else socket.destroy()
+    })
+    this.server.on('tlsClientError', noop)
+    this.server.keepAliveTimeout = 30_000
+    for (const ns of ['default', 'kube-system', 'kube-public', 'kube-node-lease']) this.cluster.ensureNamespace(ns)
+  }
+
+  static async start(options: SimulatorOptions = {}): Promise<ApiServerSimulator> {
+    const sim = new ApiServerSimulator(options)
+    await sim.listen(options.port ?? 0)
+    return sim
+  }
+
+  get port(): number {
+    return this.boundPort
+  }
+
+  get url(): string {
+    return `${this.options.tls ? 'https' : 'http'}://127.0.0.1:${this.boundPort}`
+  }
+
+  private async listen(port: number): Promise<void> {
+    this.server.listen(port, '127.0.0.1')
+    await once(this.server, 'listening')
+    this.boundPort = (this.server.address() as { port: number }).port
+    this.listening = true
+  }
+
+  // --- programmatic API ---------------------------------------------------------------------
+
+  registerResource(type: ResourceType): void {
+    this.registry.register(type)
+  }
+
+  private entryFor(apiVersion: string, kind: string): ResourceEntry {
+    const entry = this.registry.byKind(apiVersion, kind)
+    if (!entry) throw new Error(`simulator: no resource registered for ${apiVersion} ${kind}`)
+    return entry
+  }
+
+  /** Multi-document YAML; CustomResourceDefinitions register their resource, `List`s are unpacked. */
+  load(yamlText: string): void {
+    for (const obj of parseObjects(yamlText)) {
+      if (obj === null || obj === undefined) continue
+      if (typeof obj.kind === 'string' && obj.kind.endsWith('List') && Array.isArray(obj.items)) {
+        for (const item of obj.items) this.create(item)
+      } else if (obj.kind === 'CustomResourceDefinition') {
+        this.registerCRD(obj)
+      } else {
+        this.create(obj)
+      }
+    }
+  }
+
+  private registerCRD(crd: any): void {
+    const spec = crd.spec ?? {}
+    const names = spec.names ?? {}
+    for (const v of spec.versions ?? []) {
+      if (v.served === false) continue
+      this.registerResource({
+        group: spec.group,
+        version: v.name,
+        resource: names.plural,
+        kind: names.kind,
+        listKind: names.listKind,
+        namespaced: spec.scope !== 'Cluster',
+        shortNames: names.shortNames,
+        singular: names.singular,
+      })
+    }
+  }
+
+  create(obj: any): any {
+    return this.cluster.create(this.entryFor(obj?.apiVersion, obj?.kind), obj, { programmatic: true, namespace: obj?.metadata?.namespace })
+  }
+
+  update(obj: any): any {
+    return this.cluster.update(this.entryFor(obj?.apiVersion, obj?.kind), obj, { programmatic: true })
+  }
+
+  patch(apiVersion: string, kind: string, namespace: string, name: string, mergePatch: any): any {
+    return this.cluster.patch(this.entryFor(apiVersion, kind), namespace, name, 'merge', mergePatch, { programmatic: true })
+  }
+
+  /** Deletes the object and returns it, or undefined when there is none. */
+  remove(apiVersion: string, kind: string, namespace: string, name: string): any {
+    const entry = this.entryFor(apiVersion, kind)
+    if (!this.cluster.get(entry, namespace, name)) return undefined
+    return this.cluster.delete(entry, namespace, name, { programmatic: true })
+  }
+
+  get(apiVersion: string, kind: string, namespace: string, name: string): any | undefined {
+    return this.cluster.get(this.entryFor(apiVersion, kind), namespace, name)
+  }
+
+  list(apiVersion: string, kind: string): any[] {
+    return this.cluster.list(this.entryFor(apiVersion, kind)).items
+  }
+
+  currentResourceVersion(): string {
+    return String(this.store.currentRV())
+  }
+
+  compact(): void {
+    this.store.compact()
+  }
+
+  // --- faults and connections ---------------------------------------------------------------
+
+  async setFault(fault: Fault): Promise<void> {
+    if (this.closed) return
+    const previous = this.fault
+    this.fault = fault
+    if (fault === 'refuse') {
+      if (this.listening) {
+        this.listening = false
+        const closed = new Promise<void>(resolve => this.server.close(() => resolve()))
+        this.destroyAll()
+        await closed
+      }
+      this.hung = []
+      return
+    }
+    if (!this.listening) await this.listen(this.boundPort)
+    if (fault === 'reset') this.destroyAll()
+    if (previous === 'hang' && fault !== 'hang') {
+      const pending = this.hung
+      this.hung = []
+      for (const { req, res } of pending) if (!res.destroyed && !req.socket.destroyed) this.dispatch(req, res)
+    }
+  }
+
+  /** Cut every open watch mid-stream, as an upstream drop would. */
+  dropStreams(): void {
+    for (const w of [...this.watches]) w.drop()
+  }
+
+  openConnections(): number {
+    return this.sockets.size
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    const closed = this.listening ? new Promise<void>(resolve => this.server.close(() => resolve())) : Promise.resolve()
+    this.listening = false
+    this.destroyAll()
+    this.wss.close()
+    await closed
+  }
+
+  private destroyAll(): void {
+    for (const w of [...this.watches]) w.drop()
+    for (const s of [...this.sockets]) s.destroy()
+  }
+
+  private onConnection(socket: Socket): void {
+    socket.on('error', noop)
+    if (this.fault === 'reset' || this.closed) {
+      if (typeof socket.resetAndDestroy === 'function') socket.resetAndDestroy()
+      else socket.destroy()
+      return
+    }
+    this.sockets.add(socket)
+    socket.on('close', () => this.sockets.delete(socket))
+  }
+
+  // --- requests -----------------------------------------------------------------------------
+
+  private log(req: IncomingMessage): void {
+    this.requests.push({ method: req.method ?? 'GET', url: req.url ?? '/', headers: { ...req.headers } })
+  }
+
+  private onRequest(req: IncomingMessage, res: ServerResponse): void {
+    this.log(req)
+    req.on('error', noop)
+    res.on('error', noop)
+    if (this.fault === 'hang') {
+      this.hung.push({ req, res })
+      return
+    }
+    this.dispatch(req, res)
+  }
+
+  private dispatch(req: IncomingMessage, res: ServerResponse): void {
+    this.handle(req, res).catch(err => {
+      if (!res.headersSent) sendStatus(req, res, errorStatus(err))
+      else res.destroy()
+    })
+  }
+
+  /** true: authenticated; false: bad credentials; 'anonymous': none presented. */
+  private authenticate(req: IncomingMessage): boolean | 'anonymous' {
+    const { tokens, tls } = this.options
+    const required = tokens !== undefined || !!(tls?.ca && tls.requestCert)
+    if (!required) return true
+    const auth = req.headers.authorization
+    if (auth) {
+      const m = /^Bearer\s+(\S+)\s*$/i.exec(auth)
+      return !!m && (tokens ?? []).includes(m[1])
+    }
+    const sock = req.socket as TLSSocket
+    if (sock.authorized && typeof sock.getPeerCertificate === 'function') {
+      const cert = sock.getPeerCertificate()
+      if (cert && Object.keys(cert).length > 0) return true
+    }
+    return 'anonymous'
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const info = classify(req.method ?? 'GET', req.url ?? '/', req.headers['user-agent'])
+    const auth = this.authenticate(req)
+    if (auth === false || (auth === 'anonymous' && !isPublic(info.path))) {
+      throw new ApiError(failure(401, 'Unauthorized', 'Unauthorized'))
+    }
+    if (info.isResourceRequest) return handleResource({ cluster: this.cluster, bookmarkIntervalMs: this.options.bookmarkIntervalMs ?? 5000, watches: this.watches }, req, res, info)
+
+    const path = info.path.replace(/\/+$/, '') || '/'
+    if (['/healthz', '/livez', '/readyz'].some(p => path === p || path.startsWith(`${p}/`))) {
+      res.writeHead(200, { ...baseHeaders(), 'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff', 'Content-Length': '2' })
+      res.end(req.method === 'HEAD' ? undefined : 'ok')
+      return
+    }
+    if (path === '/version') return sendJSON(req, res, 200, versionInfo)
+    if (path === '/openapi/v3') return sendJSON(req, res, 200, openapiIndex(this.registry))
+    if (path.startsWith('/openapi/v3/')) {
+      const doc = openapiDocument(this.registry, path.slice('/openapi/v3/'.length))
+      if (!doc) throw noSuchResource()
+      return sendJSON(req, res, 200, doc)
+    }
+    if (path === '/api' || path.startsWith('/api/') || path === '/apis' || path.startsWith('/apis/')) {
+      const doc = discovery(this.registry, path, `127.0.0.1:${this.boundPort}`)
+      if (!doc) throw noSuchResource()
+      if (!negotiate(req.headers.accept, 'object')) throw ApiError.of(406, notAcceptableMessage, 'NotAcceptable')
+      return sendJSON(req, res, 200, doc)
+    }
+    res.writeHead(404, { ...baseHeaders(), 'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff' })
+    res.end('404 page not found\n')
+  }
+
+  // --- upgrades (exec, attach, port-forward) ------------------------------------------------
+
+  private onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    this.log(req)
+    socket.on('error', noop)
+    if (this.fault === 'hang') return
+    if (this.authenticate(req) !== true) {
+      const body = JSON.stringify(failure(401, 'Unauthorized', 'Unauthorized'))
+      socket.end(`HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
+      return
+    }
+    const upgrade = String(req.headers.upgrade ?? '')
+    if (upgrade.toLowerCase() === 'websocket') {
+      this.wss.handleUpgrade(req, socket, head, ws => {
+        ws.on('error', noop)
+        ws.on('message', (data, isBinary) => ws.send(data, { binary: isBinary }))
+      })
+      return
+    }
+    const lines = ['HTTP/1.1 101 Switching Protocols', 'Connection: Upgrade', `Upgrade: ${upgrade}`]
+    const proto = req.headers['x-stream-protocol-version']
+    const first = (Array.isArray(proto) ? proto[0] : proto)?.split(',')[0].trim()
+    if (first) lines.push(`X-Stream-Protocol-Version: ${first}`)
+    socket.write(lines.join('\r\n') + '\r\n\r\n')
+    if (head.length > 0) socket.write(head)
+    socket.on('data', (chunk: Buffer) => socket.write(chunk))
+    socket.on('end', () => socket.end())
+  }
+}
