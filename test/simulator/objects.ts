@@ -166,6 +166,13 @@ function ordered(obj: Record<string, any>, first: string[]): Record<string, any>
 /** Field order as the apiserver encodes built-in objects: kind, apiVersion, metadata (name, namespace, uid, …), the rest. */
 export function canonical(obj: any): any {
   const out = ordered(obj, ['kind', 'apiVersion', 'metadata'])
-  if (out.metadata) out.metadata = ordered(out.metadata, metaOrder)
+  if (out.metadata) {
+    out.metadata = ordered(out.metadata, metaOrder)
+    // empty maps are omitted, as Go's encoder does for omitempty fields
+    for (const k of ['labels', 'annotations']) {
+      const v = out.metadata[k]
+      if (v && typeof v === 'object' && Object.keys(v).length === 0) delete out.metadata[k]
+    }
+  }
   return out
 }
