@@ -1,7 +1,7 @@
 import t from 'tap'
 import net from 'node:net'
 import { WebSocket } from 'ws'
-import { ApiServerSimulator, type SimulatorOptions } from './simulator/index.ts'
+import { ApiServerSimulator, startDemoCluster, type SimulatorOptions } from './simulator/index.ts'
 import { request, watch } from './simulator/testclient.ts'
 import { createTestPki } from './helpers/pki.ts'
 
@@ -476,6 +476,22 @@ t.test('malformed requests do not crash the simulator', async t => {
   await waitFor(() => s.requests.length >= 1)
   half.destroy()
   t.equal((await request(`${s.url}/healthz`)).status, 200)
+})
+
+t.test('the demo cluster', async t => {
+  const s = await startDemoCluster()
+  t.teardown(() => s.close())
+  t.same(s.list('v1', 'Node').map(n => n.metadata.name), ['kind-control-plane', 'kind-worker', 'kind-worker2', 'kind-worker3'])
+  const pools = await request(`${s.url}/apis/apps.openyurt.io/v1beta1/nodepools`)
+  t.same(pools.json.items.map((p: any) => [p.metadata.name, p.status.nodes]), [['beijing', ['kind-control-plane']], ['hangzhou', ['kind-worker']], ['shanghai', ['kind-worker2', 'kind-worker3']]])
+  t.ok(s.get('discovery.k8s.io/v1beta1', 'EndpointSlice', 'default', 'svc-ud1-beta'), 'extra-objects.yaml is loaded')
+  t.ok(s.get('coordination.k8s.io/v1', 'Lease', 'kube-node-lease', 'kind-worker2'))
+  t.equal(s.get('v1', 'Secret', 'default', 'app-secret').data.password, 'czNjcjN0', 'stringData becomes data')
+  const svc = s.get('v1', 'Service', 'default', 'svc-ud1')
+  t.match(svc.spec, { type: 'ClusterIP', clusterIP: /^10\.96\./ })
+  t.equal(s.get('v1', 'Service', 'default', 'kubernetes').spec.clusterIP, '10.96.0.1')
+  const slices = await request(`${s.url}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dsvc-ud1`)
+  t.same(slices.json.items.map((i: any) => i.metadata.name), ['svc-ud1-abcde', 'svc-ud1-beta'])
 })
 
 async function waitFor(cond: () => boolean, timeoutMs = 5000): Promise<void> {

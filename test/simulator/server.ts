@@ -45,6 +45,7 @@ export interface LoggedRequest {
 
 const publicPaths = ['/healthz', '/livez', '/readyz', '/version']
 const noop = () => {}
+const maxLoggedRequests = 10_000
 
 function isPublic(path: string): boolean {
   return publicPaths.some(p => path === p || path.startsWith(`${p}/`))
@@ -273,6 +274,7 @@ export class ApiServerSimulator {
 
   private log(req: IncomingMessage): void {
     this.requests.push({ method: req.method ?? 'GET', url: req.url ?? '/', headers: { ...req.headers } })
+    if (this.requests.length > maxLoggedRequests) this.requests.splice(0, this.requests.length - maxLoggedRequests)
   }
 
   private onRequest(req: IncomingMessage, res: ServerResponse): void {
