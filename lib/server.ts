@@ -28,6 +28,16 @@ export function createProxyServer(options: ProxyServerOptions): FastifyInstance 
     routerOptions: { maxParamLength: 8192 },
     return503OnClosing: true,
     exposeHeadRoutes: false,
+    // Bytes that are not HTTP at all: a Status, like every other error, then the connection closes.
+    clientErrorHandler: (error, socket) => {
+      const body = JSON.stringify(failure(400, `malformed HTTP request: ${error.message}`))
+      if (socket.writable) {
+        socket.end(
+          `HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+        )
+      }
+      socket.destroySoon?.()
+    },
     // A path fastify cannot decode is still the apiserver's to judge: pass it through.
     frameworkErrors: (error, request, reply) => {
       if (error.code !== 'FST_ERR_BAD_URL') {

@@ -1,6 +1,6 @@
 // The hub's only way to the apiserver: keep-alive undici pools, one pair per server, tried in
 // order with failover on connection-level errors. Knows nothing about caching or filtering.
-import { Pool } from 'undici'
+import { Client, Pool } from 'undici'
 import type { Dispatcher } from 'undici'
 import type { Readable } from 'node:stream'
 import net from 'node:net'
@@ -118,15 +118,34 @@ export class Upstream {
     }))
   }
 
-  private createPool(url: URL, withClientCert: boolean): Pool {
-    return new Pool(url.origin, {
-      // A watch holds its connection for minutes; never make one request wait behind another.
-      connections: null,
+  private connectionOptions(url: URL, withClientCert: boolean) {
+    return {
       pipelining: 1,
       connectTimeout: this.options.connectTimeoutMs ?? 5_000,
       keepAliveTimeout: 30_000,
       connect: url.protocol === 'https:' ? tlsOptionsFor(url, this.options.credentials, withClientCert) : undefined,
-    })
+    }
+  }
+
+  private createPool(url: URL, withClientCert: boolean): Pool {
+    return new Pool(url.origin, { connections: null, ...this.connectionOptions(url, withClientCert) })
+  }
+
+  /**
+   * A long-running request (watch) holds a connection for its whole life, so it gets one of its own,
+   * destroyed when the response ends or the client leaves: a pool would keep spare sockets around,
+   * and after 200 watches come and go, nothing of them may remain open.
+   */
+  private async requestOnOwnConnection(url: URL, withClientCert: boolean, options: Dispatcher.RequestOptions) {
+    const client = new Client(url.origin, this.connectionOptions(url, withClientCert))
+    try {
+      const res = await client.request({ ...options, reset: true })
+      res.body.once('close', () => void client.destroy())
+      return res
+    } catch (error) {
+      void client.destroy()
+      throw error
+    }
   }
 
   get servers(): URL[] {
@@ -172,7 +191,9 @@ export class Upstream {
         bodyTimeout: req.longRunning ? 0 : this.requestTimeoutMs,
       }
       try {
-        const res = await pool.request(options)
+        const res = req.longRunning
+          ? await this.requestOnOwnConnection(state.url, !ownCredentials, options)
+          : await pool.request(options)
         state.failedUntil = 0
         return { server: state.url, statusCode: res.statusCode, headers: res.headers, body: res.body }
       } catch (error) {

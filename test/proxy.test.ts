@@ -277,8 +277,12 @@ t.test('requests the hub cannot parse get a Status, and the hub stays up', async
   t.teardown(() => h.close())
   const socket = net.connect(Number(new URL(h.url).port), '127.0.0.1')
   await once(socket, 'connect')
+  let answer = ''
+  socket.on('data', chunk => (answer += chunk.toString()))
   socket.end('GARBAGE\r\n\r\n')
   await once(socket, 'close')
+  t.match(answer, /^HTTP\/1\.1 400/, 'bytes that are not HTTP get a 400')
+  t.equal(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)).kind, 'Status')
   const res = await request(`${h.url}/api/v1/namespaces/%zz/configmaps`)
   const body = (await res.body.json()) as any
   t.equal(body.kind, 'Status', 'a malformed path is answered with a Status')
