@@ -1,4 +1,3 @@
-#!/usr/bin/env -S node --import tsx
 // The outpost command: flags and environment → HubConfig → start. With no apiserver given it
 // runs the demo: the embedded apiserver simulator with a three-pool cluster behind the hub.
 import { parseFlags, usage, UsageError } from './flags.ts'
