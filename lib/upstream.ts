@@ -3,6 +3,7 @@
 import { Client, Pool } from 'undici'
 import type { Dispatcher } from 'undici'
 import type { Readable } from 'node:stream'
+import type { EventEmitter } from 'node:events'
 import net from 'node:net'
 import tls from 'node:tls'
 import type { ConnectionOptions } from 'node:tls'
@@ -14,7 +15,8 @@ export interface UpstreamRequest {
   path: string
   headers: Record<string, string | string[]>
   body?: Buffer
-  signal?: AbortSignal
+  /** emits 'abort' when the client went away; `aborted` says whether it has */
+  signal?: EventEmitter & { aborted: boolean }
   /** long-lived responses (watches) must not time out between events */
   longRunning?: boolean
 }
