@@ -160,7 +160,18 @@ async function streamWatch(
   res.flushHeaders()
   const frames = pipeline(upstreamRes.body, splitter, () => {})
   try {
+    // Frames that arrive together leave together: corked until the next tick, one writev for a burst.
+    let corked = false
+    const uncork = () => {
+      corked = false
+      res.uncork()
+    }
     for await (const frame of frames) {
+      if (!corked) {
+        corked = true
+        res.cork()
+        process.nextTick(uncork)
+      }
       if (!res.write(frame)) await drainedOrClosed(res)
       if (res.destroyed) break
     }
