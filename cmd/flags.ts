@@ -151,7 +151,7 @@ export const flags: readonly FlagSpec[] = [
   }),
   spec({
     flag: 'bind-address', env: 'OUTPOST_BIND_ADDRESS', arg: 'IP', key: 'bindAddress', default: defaults.bindAddress,
-    help: 'address the proxy and admin ports listen on',
+    help: 'address the plain-HTTP proxy port listens on (the admin port stays on 127.0.0.1)',
     parse: values => ipAddress(last(values)),
   }),
   spec({
@@ -161,7 +161,7 @@ export const flags: readonly FlagSpec[] = [
   }),
   spec({
     flag: 'admin-port', env: 'OUTPOST_ADMIN_PORT', arg: 'PORT', key: 'adminPort', default: String(defaults.adminPort),
-    help: 'admin port: /v1/healthz, /v1/readyz, /metrics, /debug/cache',
+    help: 'admin port on 127.0.0.1: /v1/healthz',
     parse: values => port(last(values)),
   }),
   spec({

@@ -3,19 +3,10 @@
 import t from 'tap'
 import { spawn, execFile } from 'node:child_process'
 import { once } from 'node:events'
-import net from 'node:net'
-import { eventually } from './helpers/hub.ts'
+import { eventually, freePort } from './helpers/hub.ts'
 import { kubectl } from './helpers/kubectl.ts'
 
 const entry = new URL('../cmd/outpost.ts', import.meta.url).pathname
-
-async function freePort(): Promise<number> {
-  const server = net.createServer().listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  const port = (server.address() as net.AddressInfo).port
-  server.close()
-  return port
-}
 
 function run(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise(resolve => {

@@ -2,9 +2,9 @@
 // Prints absolute figures and the hub/direct ratio for each; nothing here asserts a threshold.
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import net from 'node:net'
 import { Agent, request } from 'undici'
 import { ApiServerSimulator } from '../simulator/index.ts'
+import { freePort } from '../helpers/hub.ts'
 
 const agent = new Agent({ connections: 64, keepAliveTimeout: 30_000 })
 
@@ -81,14 +81,6 @@ async function watchThroughput(simulator: ApiServerSimulator, base: string, labe
   const elapsed = (performance.now() - start) / 1000
   res.body.destroy()
   return count / elapsed
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer().listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  const port = (server.address() as net.AddressInfo).port
-  server.close()
-  return port
 }
 
 /**

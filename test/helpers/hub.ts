@@ -1,5 +1,7 @@
 // Test harness: an apiserver simulator with the hub in front of it, both on real loopback sockets.
 import { pino } from 'pino'
+import { once } from 'node:events'
+import net from 'node:net'
 import { ApiServerSimulator } from '../simulator/index.ts'
 import type { SimulatorOptions } from '../simulator/index.ts'
 import { startDemoCluster } from '../simulator/demo.ts'
@@ -55,4 +57,13 @@ export async function eventually<T>(check: () => T | Promise<T>, timeoutMs = 10_
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
     await new Promise(resolve => setTimeout(resolve, 20))
   }
+}
+
+/** A loopback port nobody listens on right now, for a child process that needs a fixed port. */
+export async function freePort(): Promise<number> {
+  const server = net.createServer().listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  const port = (server.address() as net.AddressInfo).port
+  server.close()
+  return port
 }

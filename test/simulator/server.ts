@@ -51,29 +51,12 @@ function isPublic(path: string): boolean {
   return publicPaths.some(p => path === p || path.startsWith(`${p}/`))
 }
 
-/**
- * The objects of a multi-document YAML text. A document whose top-level keys repeat because a `---`
- * is missing before a column-0 `apiVersion:` (as in test/fixtures/extra-objects.yaml) is split there.
- */
+/** The objects of a multi-document YAML text; a document that does not parse is an error. */
 function parseObjects(text: string): any[] {
-  const out: any[] = []
-  for (const doc of parseAllDocuments(text)) {
-    if (doc.errors.length === 0) {
-      out.push(doc.toJS())
-      continue
-    }
-    const source = doc.range ? text.slice(doc.range[0], doc.range[2]) : ''
-    const parts = source.split(/^(?=apiVersion:)/m)
-    if (parts.length < 2) throw new Error(`simulator: bad YAML: ${doc.errors[0].message}`)
-    for (const part of parts) {
-      const sub = parseAllDocuments(part)
-      for (const d of sub) {
-        if (d.errors.length > 0) throw new Error(`simulator: bad YAML: ${d.errors[0].message}`)
-        out.push(d.toJS())
-      }
-    }
-  }
-  return out
+  return parseAllDocuments(text).map(doc => {
+    if (doc.errors.length > 0) throw new Error(`simulator: bad YAML: ${doc.errors[0].message}`)
+    return doc.toJS()
+  })
 }
 
 export class ApiServerSimulator {
