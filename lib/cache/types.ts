@@ -1,0 +1,45 @@
+// What the cache holds, shared by the recorder (fills it), the store (indexes it), the disk layer
+// (persists it) and the offline server (answers from it).
+
+export type WireFormat = 'json' | 'protobuf'
+
+/** Which cached collection an object belongs to: one component's view of one resource. */
+export interface ResourceKey {
+  /** the User-Agent's component, e.g. kubelet, kube-proxy */
+  component: string
+  /** '' for the core group */
+  group: string
+  version: string
+  /** plural resource name, e.g. pods, endpointslices */
+  resource: string
+}
+
+export interface CachedObject {
+  apiVersion: string
+  kind: string
+  /** '' for cluster-scoped objects */
+  namespace: string
+  name: string
+  resourceVersion: string
+  format: WireFormat
+  /**
+   * json: the object's JSON text, with kind and apiVersion set.
+   * protobuf: the raw object message (what runtime.Unknown's `raw` field holds, without the
+   * `k8s\0` envelope), so it can be put back into a list or a watch event byte for byte.
+   */
+  body: Buffer
+  /**
+   * Field values the apiserver vouched for: the equality terms of the field selector of the scope
+   * the object arrived through (e.g. spec.nodeName for kubelet's pods). Lets offline lists evaluate
+   * field selectors on protobuf objects, which the hub does not decode beyond ObjectMeta.
+   */
+  fields?: Record<string, string>
+}
+
+/** The directory name of a resource on disk: `<resource>.<version>.<group>`, core group as `core`. */
+export function resourceDirName(key: Pick<ResourceKey, 'group' | 'version' | 'resource'>): string {
+  return `${key.resource}.${key.version}.${key.group || 'core'}`
+}
+
+/** Cluster-scoped objects live under this namespace directory (no namespace name can start with '_'). */
+export const clusterScopeDir = '_cluster'
