@@ -1,0 +1,204 @@
+// Is the cloud reachable? Probes every apiserver on an interval and listens to what real traffic
+// says (a connection-level failure counts like a failed probe, a response like a good one). A
+// server goes down after N consecutive failures and comes back after M consecutive successes; the
+// cloud is online while at least one server is up. Until the first probe round completes the
+// cloud is assumed online; that first round decides each server's state outright.
+import { EventEmitter } from 'node:events'
+import type { Logger } from 'pino'
+
+export type CloudState = 'online' | 'offline'
+
+export interface HealthOptions {
+  servers: URL[]
+  /** one probe of one server; resolves true when healthy. The hub passes a function that GETs /readyz through lib/upstream.ts with the node's credentials. */
+  probe: (server: URL, signal: AbortSignal) => Promise<boolean>
+  /** default 5000 */
+  intervalMs: number
+  /** default 2000 (a probe that takes longer counts as a failure) */
+  timeoutMs: number
+  /** default 3: consecutive failures of a server before it is down */
+  failuresToDown: number
+  /** default 2: consecutive successes before it is up again */
+  successesToUp: number
+  log: Logger
+}
+
+export const healthDefaults: Pick<HealthOptions, 'intervalMs' | 'timeoutMs' | 'failuresToDown' | 'successesToUp'> = {
+  intervalMs: 5000,
+  timeoutMs: 2000,
+  failuresToDown: 3,
+  successesToUp: 2,
+}
+
+/** HealthOptions with the tunables optional (healthDefaults fill them in). */
+export type HealthInit = Omit<HealthOptions, keyof typeof healthDefaults> & Partial<Pick<HealthOptions, keyof typeof healthDefaults>>
+
+interface ServerHealth {
+  url: URL
+  /** undefined until the first observation, which decides outright */
+  up: boolean | undefined
+  failures: number
+  successes: number
+  lastFailure: string
+}
+
+function describe(error: unknown): string {
+  const err = error as { code?: string; message?: string }
+  const message = err?.message ?? String(error)
+  return err?.code && !message.includes(err.code) ? `${err.code}: ${message}` : message
+}
+
+/**
+ * Emits 'change' (state: CloudState) when the cloud goes offline or comes back, and 'server'
+ * (server: URL, up: boolean) when one server changes.
+ */
+export class HealthChecker extends EventEmitter {
+  private readonly options: HealthOptions
+  private readonly servers: ServerHealth[]
+  private current: CloudState = 'online'
+  private timer: NodeJS.Timeout | undefined
+  private running = false
+  private readonly inFlight = new Set<AbortController>()
+
+  constructor(options: HealthInit) {
+    super()
+    this.options = { ...healthDefaults, ...definedOnly(options) } as HealthOptions
+    if (options.servers.length === 0) throw new Error('health: at least one apiserver URL is required')
+    for (const field of ['intervalMs', 'timeoutMs', 'failuresToDown', 'successesToUp'] as const) {
+      const value = this.options[field]
+      if (!Number.isInteger(value) || value < 1) {
+        throw new Error(`health: ${field} must be a positive integer, got ${value}`)
+      }
+    }
+    this.servers = options.servers.map(url => ({ url, up: undefined, failures: 0, successes: 0, lastFailure: '' }))
+  }
+
+  get state(): CloudState {
+    return this.current
+  }
+
+  serverUp(server: URL): boolean {
+    const s = this.find(server)
+    return s !== undefined && s.up !== false
+  }
+
+  /** Runs the first probe round (resolves when it is done), then one every intervalMs. */
+  async start(): Promise<void> {
+    if (this.running) return
+    this.running = true
+    await this.round()
+    this.schedule()
+  }
+
+  stop(): void {
+    this.running = false
+    if (this.timer) clearTimeout(this.timer)
+    this.timer = undefined
+    for (const controller of this.inFlight) controller.abort(new Error('health checker stopped'))
+    this.inFlight.clear()
+  }
+
+  reportFailure(server: URL, reason: string): void {
+    const s = this.find(server)
+    if (s) this.record(s, false, reason)
+  }
+
+  reportSuccess(server: URL): void {
+    const s = this.find(server)
+    if (s) this.record(s, true)
+  }
+
+  private find(server: URL): ServerHealth | undefined {
+    return this.servers.find(s => s.url === server) ?? this.servers.find(s => s.url.href === server.href)
+  }
+
+  private schedule(): void {
+    if (!this.running) return
+    this.timer = setTimeout(() => {
+      this.timer = undefined
+      void this.round().then(() => this.schedule())
+    }, this.options.intervalMs)
+  }
+
+  private async round(): Promise<void> {
+    await Promise.all(
+      this.servers.map(async s => {
+        const result = await this.probeOnce(s.url)
+        // A round cut short by stop() tells nothing about the server.
+        if (!this.running) return
+        this.record(s, result.ok, result.reason)
+      }),
+    )
+  }
+
+  private async probeOnce(server: URL): Promise<{ ok: boolean; reason?: string }> {
+    const controller = new AbortController()
+    this.inFlight.add(controller)
+    let timer: NodeJS.Timeout | undefined
+    const timeout = new Promise<{ ok: boolean; reason: string }>(resolve => {
+      timer = setTimeout(() => {
+        const reason = `probe timed out after ${this.options.timeoutMs} ms`
+        controller.abort(new Error(reason))
+        resolve({ ok: false, reason })
+      }, this.options.timeoutMs)
+    })
+    const aborted = new Promise<{ ok: boolean; reason: string }>(resolve => {
+      controller.signal.addEventListener('abort', () => resolve({ ok: false, reason: describe(controller.signal.reason) }), { once: true })
+    })
+    const probe = (async () => {
+      try {
+        return (await this.options.probe(server, controller.signal)) ? { ok: true } : { ok: false, reason: 'probe reported unhealthy' }
+      } catch (error) {
+        return { ok: false, reason: describe(error) }
+      }
+    })()
+    try {
+      // A probe that ignores its signal still cannot hold the round past the timeout.
+      return await Promise.race([probe, timeout, aborted])
+    } finally {
+      clearTimeout(timer)
+      this.inFlight.delete(controller)
+    }
+  }
+
+  private record(s: ServerHealth, ok: boolean, reason = 'failed'): void {
+    const { failuresToDown, successesToUp } = this.options
+    const was = s.up
+    if (ok) {
+      s.failures = 0
+      s.successes++
+      if (s.up === undefined || (!s.up && s.successes >= successesToUp)) s.up = true
+    } else {
+      s.successes = 0
+      s.failures++
+      s.lastFailure = reason
+      if (s.up === undefined || (s.up && s.failures >= failuresToDown)) s.up = false
+    }
+    if (s.up === was) return
+    if (was !== undefined || !s.up) {
+      this.options.log.info({ server: label(s.url), up: s.up, reason: s.up ? undefined : reason }, `apiserver ${label(s.url)} ${s.up ? 'up' : `down: ${reason}`}`)
+    }
+    this.emit('server', s.url, s.up)
+    this.update()
+  }
+
+  private update(): void {
+    const next: CloudState = this.servers.some(s => s.up !== false) ? 'online' : 'offline'
+    if (next === this.current) return
+    this.current = next
+    if (next === 'offline') {
+      this.options.log.info({ state: next }, `cloud offline: ${this.servers.map(s => `${label(s.url)}: ${s.lastFailure}`).join('; ')}`)
+    } else {
+      this.options.log.info({ state: next }, 'cloud online')
+    }
+    this.emit('change', next)
+  }
+}
+
+function label(url: URL): string {
+  return url.pathname === '/' ? url.origin : url.origin + url.pathname
+}
+
+function definedOnly<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>
+}
