@@ -99,6 +99,30 @@ function serverUrl(item: string): URL {
   return url
 }
 
+function positiveInteger(value: string): number {
+  const n = /^[0-9]{1,6}$/.test(value) ? Number(value) : NaN
+  if (!(n >= 1)) throw new InvalidValue('must be a whole number of at least 1')
+  return n
+}
+
+/** 500ms, 5s, 2m: a duration as Go's flags take it (whole units). */
+function duration(value: string): number {
+  const match = /^([0-9]{1,7})(ms|s|m)$/.exec(value)
+  const ms = match ? Number(match[1]) * { ms: 1, s: 1000, m: 60_000 }[match[2] as 'ms' | 's' | 'm'] : NaN
+  if (!(ms >= 1)) throw new InvalidValue('must be a duration like 500ms, 5s or 1m')
+  return ms
+}
+
+const componentName = /^(\*|[a-z0-9]([-a-z0-9_.]*[a-z0-9])?)$/
+
+function components(values: string[]): string[] {
+  const items = listItems(values).map(c => c.toLowerCase())
+  for (const item of items) {
+    if (!componentName.test(item)) throw new InvalidValue('must be component names (User-Agent up to the first "/") or *', item)
+  }
+  return items
+}
+
 // Kubernetes object names (a Node's name) are RFC 1123 subdomains.
 const dnsSubdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/
 
@@ -173,6 +197,31 @@ export const flags: readonly FlagSpec[] = [
     flag: 'log-level', env: 'OUTPOST_LOG_LEVEL', arg: 'LEVEL', key: 'logLevel', default: defaults.logLevel,
     help: `one of ${logLevels.join(', ')}`,
     parse: values => oneOf<LogLevel>(logLevels)(last(values)),
+  }),
+  spec({
+    flag: 'cache-components', env: 'OUTPOST_CACHE_COMPONENTS', arg: 'LIST', key: 'cacheComponents', repeatable: true,
+    default: defaults.cacheComponents.join(','), help: 'components whose reads are cached for offline use, comma-separated; * for all',
+    parse: components,
+  }),
+  spec({
+    flag: 'health-interval', env: 'OUTPOST_HEALTH_INTERVAL', arg: 'DURATION', key: 'healthIntervalMs', default: `${defaults.healthIntervalMs / 1000}s`,
+    help: 'how often each apiserver is probed (GET /readyz)',
+    parse: values => duration(last(values)),
+  }),
+  spec({
+    flag: 'health-timeout', env: 'OUTPOST_HEALTH_TIMEOUT', arg: 'DURATION', key: 'healthTimeoutMs', default: `${defaults.healthTimeoutMs / 1000}s`,
+    help: 'a probe slower than this failed',
+    parse: values => duration(last(values)),
+  }),
+  spec({
+    flag: 'health-failures', env: 'OUTPOST_HEALTH_FAILURES', arg: 'N', key: 'healthFailures', default: String(defaults.healthFailures),
+    help: 'consecutive failures (probes or real requests) before an apiserver counts as down',
+    parse: values => positiveInteger(last(values)),
+  }),
+  spec({
+    flag: 'health-successes', env: 'OUTPOST_HEALTH_SUCCESSES', arg: 'N', key: 'healthSuccesses', default: String(defaults.healthSuccesses),
+    help: 'consecutive successful probes before a down apiserver counts as up again',
+    parse: values => positiveInteger(last(values)),
   }),
 ]
 

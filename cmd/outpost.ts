@@ -1,5 +1,7 @@
 // The outpost command: flags and environment → HubConfig → start. With no apiserver given it
 // runs the demo: the embedded apiserver simulator with a three-pool cluster behind the hub.
+import os from 'node:os'
+import path from 'node:path'
 import { parseFlags, usage, UsageError } from './flags.ts'
 import { startHub } from '../lib/hub.ts'
 import type { Hub } from '../lib/hub.ts'
@@ -43,8 +45,14 @@ async function main(): Promise<void> {
     const { startDemoCluster } = await import('../test/simulator/demo.ts')
     const simulator = await startDemoCluster()
     closers.push(() => simulator.close())
-    const explicitNode = process.argv.some(a => a.startsWith('--node-name')) || process.env.OUTPOST_NODE_NAME
-    config = { ...config, servers: [new URL(simulator.url)], nodeName: explicitNode ? config.nodeName : demoNode }
+    const given = (flag: string, env: string) => process.argv.some(a => a.startsWith(flag)) || Boolean(process.env[env])
+    config = {
+      ...config,
+      servers: [new URL(simulator.url)],
+      nodeName: given('--node-name', 'OUTPOST_NODE_NAME') ? config.nodeName : demoNode,
+      // a newcomer's machine has no /var/lib/outpost; the demo keeps its cache in the temp dir
+      cacheDir: given('--cache-dir', 'OUTPOST_CACHE_DIR') ? config.cacheDir : path.join(os.tmpdir(), 'outpost-demo-cache'),
+    }
   }
 
   let hub: Hub

@@ -22,6 +22,13 @@ export interface HubConfig {
   adminPort: number
   cacheDir: string
   logLevel: LogLevel
+  /** components whose reads are cached (User-Agent up to '/'); '*' for all */
+  cacheComponents: string[]
+  /** cloud health probing: period, per-probe timeout, consecutive failures to go offline, successes to come back */
+  healthIntervalMs: number
+  healthTimeoutMs: number
+  healthFailures: number
+  healthSuccesses: number
 }
 
 export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
@@ -30,6 +37,11 @@ export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
   adminPort: 10267,
   cacheDir: '/var/lib/outpost/cache',
   logLevel: 'info',
+  cacheComponents: ['kubelet', 'kube-proxy', 'coredns', 'flanneld', 'outpost'],
+  healthIntervalMs: 5_000,
+  healthTimeoutMs: 2_000,
+  healthFailures: 3,
+  healthSuccesses: 2,
 })
 
 /** The default node name, as the kubelet picks it: the host name, lower-cased. */

@@ -77,6 +77,15 @@ export class HealthChecker extends EventEmitter {
     return this.current
   }
 
+  /** Why the cloud counts as unreachable, server by server, for error messages. */
+  outage(): string {
+    return `no apiserver reachable: ${this.failures()}`
+  }
+
+  private failures(): string {
+    return this.servers.map(s => `${label(s.url)}: ${s.lastFailure || 'not answering'}`).join('; ')
+  }
+
   serverUp(server: URL): boolean {
     const s = this.find(server)
     return s !== undefined && s.up !== false
@@ -187,7 +196,7 @@ export class HealthChecker extends EventEmitter {
     if (next === this.current) return
     this.current = next
     if (next === 'offline') {
-      this.options.log.info({ state: next }, `cloud offline: ${this.servers.map(s => `${label(s.url)}: ${s.lastFailure}`).join('; ')}`)
+      this.options.log.info({ state: next }, `cloud offline: ${this.failures()}`)
     } else {
       this.options.log.info({ state: next }, 'cloud online')
     }

@@ -1,4 +1,4 @@
-// Starts the hub from a HubConfig: credentials → upstream → proxy server (+ admin server).
+// Starts the hub from a HubConfig: credentials → upstream → health → cache → proxy server (+ admin).
 // The one place that wires modules together; each module stays ignorant of the others.
 import Fastify, { LogController } from 'fastify'
 import { pino } from 'pino'
@@ -9,12 +9,21 @@ import { loadKubeconfig } from './kubeconfig.ts'
 import type { UpstreamCredentials } from './kubeconfig.ts'
 import { Upstream } from './upstream.ts'
 import { createProxyServer } from './server.ts'
+import { HealthChecker } from './health.ts'
+import { LiveStreams } from './streams.ts'
+import { DiskCache } from './cache/disk.ts'
+import { CacheStore } from './cache/store.ts'
+import { CachePolicy, Recorder } from './cache/recorder.ts'
 
 export interface Hub {
   /** http://<bind>:<port> of the proxy */
   proxyUrl: string
   adminUrl: string
   upstream: Upstream
+  health: HealthChecker
+  store: CacheStore
+  recorder: Recorder
+  streams: LiveStreams
   log: Logger
   close(): Promise<void>
 }
@@ -23,6 +32,8 @@ export interface StartOptions {
   logger?: Logger
   /** the apiserver refuses bodies over 3 MiB; so does the hub, before forwarding */
   maxRequestBodyBytes?: number
+  /** BOOKMARK period of watches served from the cache */
+  offlineBookmarkIntervalMs?: number
 }
 
 export async function resolveUpstream(config: HubConfig): Promise<{ servers: URL[]; credentials: UpstreamCredentials }> {
@@ -40,33 +51,77 @@ function urlOf(address: AddressInfo): string {
 export async function startHub(config: HubConfig, options: StartOptions = {}): Promise<Hub> {
   const log = options.logger ?? pino({ level: config.logLevel, name: 'outpost' })
   const { servers, credentials } = await resolveUpstream(config)
-  const upstream = new Upstream({ servers, credentials })
+
+  // The health checker needs the upstream (to probe) and the upstream reports to the health checker.
+  let health: HealthChecker | undefined
+  const upstream = new Upstream({
+    servers,
+    credentials,
+    onResult: (server, ok, reason) => (ok ? health?.reportSuccess(server) : health?.reportFailure(server, reason ?? 'failed')),
+  })
+  health = new HealthChecker({
+    servers,
+    probe: (server, signal) => upstream.probe(server, signal),
+    intervalMs: config.healthIntervalMs,
+    timeoutMs: config.healthTimeoutMs,
+    failuresToDown: config.healthFailures,
+    successesToUp: config.healthSuccesses,
+    log,
+  })
+  const streams = new LiveStreams()
+  health.on('change', state => {
+    // Nobody may wait on a dead link; and once the cloud is back, offline watches end so their
+    // clients re-watch upstream and receive what changed meanwhile.
+    const ended = state === 'offline' ? streams.endUpstreamWatches() : streams.endOfflineWatches()
+    log.info({ state, endedWatches: ended }, state === 'offline' ? 'serving from cache' : 'serving from the cloud')
+  })
+
+  const disk = await DiskCache.open(config.cacheDir, log)
+  const store = new CacheStore(disk, log)
+  await store.load()
+  const recorder = new Recorder(store, log)
+  const checker = health
 
   const proxy = createProxyServer({
     upstream,
     logger: log,
     maxRequestBodyBytes: options.maxRequestBodyBytes ?? 3 * 1024 * 1024,
+    nodeName: config.nodeName,
+    cache: { recorder, policy: new CachePolicy(config.cacheComponents) },
+    cloud: { isOnline: () => checker.state === 'online', outage: () => checker.outage() },
+    streams,
+    offlineBookmarkIntervalMs: options.offlineBookmarkIntervalMs ?? 10_000,
   })
   const admin = Fastify({ loggerInstance: log.child({ server: 'admin' }), logController: new LogController({ disableRequestLogging: true }) })
   admin.get('/v1/healthz', async () => 'ok')
 
   try {
+    await health.start()
     await proxy.listen({ host: config.bindAddress, port: config.port })
     await admin.listen({ host: '127.0.0.1', port: config.adminPort })
   } catch (error) {
-    await Promise.allSettled([proxy.close(), admin.close(), upstream.close()])
+    health.stop()
+    await Promise.allSettled([proxy.close(), admin.close(), upstream.close(), store.flush()])
     throw error
   }
   const hub: Hub = {
     proxyUrl: urlOf(proxy.server.address() as AddressInfo),
     adminUrl: urlOf(admin.server.address() as AddressInfo),
     upstream,
+    health,
+    store,
+    recorder,
+    streams,
     log,
     async close() {
+      checker.stop()
+      streams.endOfflineWatches()
+      streams.endUpstreamWatches()
       await Promise.allSettled([proxy.close(), admin.close()])
+      await store.flush()
       await upstream.close()
     },
   }
-  log.info({ proxy: hub.proxyUrl, admin: hub.adminUrl, servers: servers.map(s => s.origin), node: config.nodeName }, 'outpost serving')
+  log.info({ proxy: hub.proxyUrl, admin: hub.adminUrl, servers: servers.map(s => s.origin), node: config.nodeName, state: health.state }, 'outpost serving')
   return hub
 }

@@ -1,9 +1,9 @@
-// The forwarding path: one client request → one upstream request → the response streamed back.
-// Watches go frame by frame with their headers flushed at once; everything else is piped as is.
+// One client request, end to end: classify it; with the cloud reachable, forward it and record
+// cacheable answers on the way back; without, answer reads from the cache and refuse writes.
 import { EventEmitter } from 'node:events'
-import { pipeline } from 'node:stream'
+import { gunzipSync } from 'node:zlib'
 import type { ServerResponse, IncomingMessage } from 'node:http'
-import type { FastifyBaseLogger } from 'fastify'
+import type { Logger } from 'pino'
 import { classify, isWatch } from './requestinfo.ts'
 import type { RequestInfo } from './requestinfo.ts'
 import { upstreamRequestHeaders, clientResponseHeaders } from './headers.ts'
@@ -12,12 +12,25 @@ import { WatchFrameSplitter, framingOf } from './frames.ts'
 import { Upstream, UpstreamUnavailableError, describeError } from './upstream.ts'
 import type { UpstreamResponse } from './upstream.ts'
 import { failure, serviceUnavailable } from './status.ts'
-import type { Status } from './status.ts'
+import { sendStatus, streamBody, streamWatch } from './respond.ts'
+import type { Recorder, CachePolicy } from './cache/recorder.ts'
+import { scopeOf } from './cache/recorder.ts'
+import { vouchedFields } from './cache/store.ts'
+import { formatOf } from './cache/decode.ts'
+import { serveGet, serveList, serveWatch } from './cache/offline.ts'
+import type { LiveStreams } from './streams.ts'
 
 export interface ProxyOptions {
   upstream: Upstream
-  log: FastifyBaseLogger
+  log: Logger
   maxRequestBodyBytes: number
+  /** this node's name: its Lease renewals are answered locally while offline */
+  nodeName: string
+  cache?: { recorder: Recorder; policy: CachePolicy }
+  /** whether the cloud is reachable, and if not, why */
+  cloud: { isOnline(): boolean; outage(): string }
+  streams: LiveStreams
+  offlineBookmarkIntervalMs: number
 }
 
 /**
@@ -33,37 +46,10 @@ class ClientGone extends EventEmitter {
   }
 }
 
-function drainedOrClosed(res: ServerResponse): Promise<void> {
-  return new Promise(resolve => {
-    const done = () => {
-      res.off('drain', done)
-      res.off('close', done)
-      resolve()
-    }
-    res.on('drain', done)
-    res.on('close', done)
-  })
-}
-
-export function sendStatus(res: ServerResponse, status: Status): void {
-  if (res.headersSent) {
-    res.destroy()
-    return
-  }
-  const body = JSON.stringify(status)
-  res.writeHead(status.code, {
-    'content-type': 'application/json',
-    'cache-control': 'no-cache, private',
-    'content-length': Buffer.byteLength(body),
-  })
-  res.end(body)
-}
-
 /** Forwards one request; resolves when the response to the client has ended or been abandoned. */
 export async function forward(req: IncomingMessage, res: ServerResponse, options: ProxyOptions): Promise<void> {
   const started = performance.now()
   const info = classify(req.method ?? 'GET', req.url ?? '/', req.headers['user-agent'])
-  const log = options.log
   const clientGone = new ClientGone()
   res.on('close', () => {
     if (!res.writableFinished) clientGone.abort()
@@ -79,6 +65,12 @@ export async function forward(req: IncomingMessage, res: ServerResponse, options
       return
     }
   }
+  const cacheable = options.cache?.policy.isCacheable(info) ?? false
+  if (!options.cloud.isOnline()) {
+    answerOffline(info, req, res, body, options, options.cloud.outage())
+    logRequest(options.log, info, res.statusCode, started, 'cache')
+    return
+  }
 
   let upstreamRes: UpstreamResponse
   try {
@@ -92,93 +84,126 @@ export async function forward(req: IncomingMessage, res: ServerResponse, options
     })
   } catch (error) {
     if (clientGone.aborted) return
-    const message =
-      error instanceof UpstreamUnavailableError
-        ? error.message
-        : `apiserver connection failed before it answered (the request may have been applied): ${describeError(error)}`
-    log.warn({ component: info.component, verb: info.verb, path: info.path, err: message }, 'upstream unavailable')
-    sendStatus(res, serviceUnavailable(message))
-    return
+    if (error instanceof UpstreamUnavailableError) {
+      options.log.warn({ component: info.component, verb: info.verb, path: info.path, err: error.message }, 'upstream unavailable')
+      if (cacheable) return answerOffline(info, req, res, body, options, error.message)
+      return sendStatus(res, serviceUnavailable(error.message))
+    }
+    const message = `apiserver connection failed before it answered (the request may have been applied): ${describeError(error)}`
+    options.log.warn({ component: info.component, verb: info.verb, path: info.path, err: message }, 'upstream failed')
+    return sendStatus(res, serviceUnavailable(message))
   }
 
-  res.writeHead(upstreamRes.statusCode, clientResponseHeaders(upstreamRes.headers))
-  const framing = framingOf(upstreamRes.headers['content-type'] as string | undefined)
-  const framed = isWatch(info) && upstreamRes.statusCode === 200 && framing && !upstreamRes.headers['content-encoding']
-  if (framed) {
-    await streamWatch(upstreamRes, new WatchFrameSplitter(framing), res)
+  const format = formatOf(upstreamRes.headers['content-type'] as string | undefined)
+  const recorder = cacheable && upstreamRes.statusCode === 200 && format ? options.cache?.recorder : undefined
+  if (recorder && format && !isWatch(info)) {
+    await recordThenSend(recorder, info, format, upstreamRes, res)
   } else {
-    if (isWatch(info)) res.flushHeaders()
-    await streamBody(upstreamRes, res)
+    res.writeHead(upstreamRes.statusCode, clientResponseHeaders(upstreamRes.headers))
+    const framing = framingOf(upstreamRes.headers['content-type'] as string | undefined)
+    if (isWatch(info) && upstreamRes.statusCode === 200 && framing && !upstreamRes.headers['content-encoding']) {
+      const fields = recorder ? vouchedFields(scopeOf(info)) : undefined
+      const record = recorder && format ? (frame: Buffer) => recorder.recordEvent(info, format, frame, fields) : undefined
+      const stop = () => upstreamRes.body.destroy()
+      options.streams.addUpstreamWatch(stop)
+      await streamWatch(upstreamRes.body, new WatchFrameSplitter(framing), res, record)
+      options.streams.removeUpstreamWatch(stop)
+    } else {
+      if (isWatch(info)) res.flushHeaders()
+      await streamBody(upstreamRes.body, res)
+    }
   }
-  log.debug(
-    {
-      component: info.component,
-      verb: info.verb,
-      resource: describeResource(info),
-      code: upstreamRes.statusCode,
-      ms: Math.round(performance.now() - started),
-    },
-    'request',
+  logRequest(options.log, info, upstreamRes.statusCode, started, 'cloud')
+}
+
+/**
+ * A cacheable get or list: the whole body is read (lists are bounded), recorded durably, and only
+ * then sent, exactly as the apiserver sent it (gzip included): an object a client has seen is an
+ * object a restarted hub still has.
+ */
+async function recordThenSend(
+  recorder: Recorder,
+  info: RequestInfo,
+  format: 'json' | 'protobuf',
+  upstreamRes: UpstreamResponse,
+  res: ServerResponse,
+): Promise<void> {
+  let raw: Buffer
+  try {
+    const chunks: Buffer[] = []
+    for await (const chunk of upstreamRes.body) chunks.push(chunk as Buffer)
+    raw = Buffer.concat(chunks)
+  } catch {
+    res.destroy() // the upstream broke mid-body: the client must not take a truncated answer as whole
+    return
+  }
+  const encoding = upstreamRes.headers['content-encoding']
+  let decoded: Buffer | undefined = raw
+  if (encoding === 'gzip') {
+    try {
+      decoded = gunzipSync(raw)
+    } catch {
+      decoded = undefined // not the cache's to fix: the client gets the bytes and its own error
+    }
+  } else if (encoding) {
+    decoded = undefined
+  }
+  if (decoded) {
+    if (info.verb === 'list') await recorder.recordListPage(info, format, decoded)
+    else await recorder.recordObject(info, format, decoded)
+  }
+  const headers = clientResponseHeaders(upstreamRes.headers)
+  headers['content-length'] = raw.length
+  res.writeHead(upstreamRes.statusCode, headers)
+  res.end(raw)
+}
+
+function isOwnLeaseRenewal(info: RequestInfo, nodeName: string): boolean {
+  return (
+    info.verb === 'update' &&
+    info.apiGroup === 'coordination.k8s.io' &&
+    info.resource === 'leases' &&
+    info.namespace === 'kube-node-lease' &&
+    info.name === nodeName
   )
 }
 
-function describeResource(info: RequestInfo): string {
-  if (!info.isResourceRequest) return info.path
-  const gr = info.apiGroup ? `${info.resource}.${info.apiGroup}` : info.resource
-  return info.subresource ? `${gr}/${info.subresource}` : gr
-}
-
-/**
- * A whole response. A broken upstream must not look like a complete body, so the client connection
- * is cut. Piped by hand: stream.pipeline allocates an AbortController (and a DOMException when it
- * finishes) per call, which was the hottest item in the profile of small GETs.
- */
-function streamBody(upstreamRes: UpstreamResponse, res: ServerResponse): Promise<void> {
-  return new Promise(resolve => {
-    const body = upstreamRes.body
-    body.on('error', () => {
-      if (!res.destroyed) res.destroy()
-    })
-    res.on('close', () => {
-      if (!body.readableEnded) body.destroy()
-      resolve()
-    })
-    body.pipe(res)
-  })
-}
-
-/**
- * A watch: headers leave at once (a watch from the current resourceVersion may have nothing to say
- * for minutes, and clients block until they see headers), then whole frames. When the upstream
- * breaks, the client's stream ends cleanly after the last whole frame, so it re-watches.
- */
-async function streamWatch(
-  upstreamRes: UpstreamResponse,
-  splitter: WatchFrameSplitter,
+function answerOffline(
+  info: RequestInfo,
+  req: IncomingMessage,
   res: ServerResponse,
-): Promise<void> {
-  res.flushHeaders()
-  const frames = pipeline(upstreamRes.body, splitter, () => {})
-  try {
-    // Frames that arrive together leave together: corked until the next tick, one writev for a burst.
-    let corked = false
-    const uncork = () => {
-      corked = false
-      res.uncork()
+  body: Buffer | undefined,
+  options: ProxyOptions,
+  reason: string,
+): void {
+  const cache = options.cache
+  if (cache?.policy.isCacheable(info)) {
+    const store = cache.recorder.store
+    const accept = req.headers.accept
+    if (info.verb === 'get') return serveGet(store, info, accept, res)
+    if (info.verb === 'list') return serveList(store, info, accept, res)
+    const watch = serveWatch(store, info, accept, res, options.offlineBookmarkIntervalMs)
+    if (watch) {
+      options.streams.addOfflineWatch(watch.end)
+      res.on('close', () => options.streams.removeOfflineWatch(watch.end))
     }
-    for await (const frame of frames) {
-      if (!corked) {
-        corked = true
-        res.cork()
-        process.nextTick(uncork)
-      }
-      if (!res.write(frame)) await drainedOrClosed(res)
-      if (res.destroyed) break
-    }
-  } catch {
-    // upstream dropped, or the client went away: both end below
-  } finally {
-    upstreamRes.body.destroy()
-    if (!res.destroyed) res.end()
+    return
   }
+  if (body && isOwnLeaseRenewal(info, options.nodeName)) {
+    // kubelet renews its Lease every 10 s and restarts its node status loop when renewals fail;
+    // offline the renewal is acknowledged with what it sent, and nothing is written anywhere.
+    res.writeHead(200, { 'content-type': req.headers['content-type'] ?? 'application/json', 'content-length': body.length })
+    res.end(body)
+    return
+  }
+  const what = info.isResourceRequest ? `${info.verb} ${info.resource}` : `${info.verb} ${info.path}`
+  const nothing = ['create', 'update', 'patch', 'delete', 'deletecollection'].includes(info.verb) ? '; nothing was written' : ''
+  sendStatus(res, serviceUnavailable(`${reason}: ${what} for ${info.component || 'this client'} cannot be answered from the cache${nothing}`))
+}
+
+function logRequest(log: Logger, info: RequestInfo, code: number, started: number, from: 'cloud' | 'cache'): void {
+  if (!log.isLevelEnabled('debug')) return
+  const gr = info.apiGroup ? `${info.resource}.${info.apiGroup}` : info.resource
+  const resource = info.isResourceRequest ? (info.subresource ? `${gr}/${info.subresource}` : gr) : info.path
+  log.debug({ component: info.component, verb: info.verb, resource, code, from, ms: Math.round(performance.now() - started) }, 'request')
 }

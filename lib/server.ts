@@ -2,19 +2,21 @@
 // the raw request to the forwarding path, which writes the response itself (it must flush watch
 // headers and stream frames, which a reply.send() cannot).
 import Fastify, { LogController } from 'fastify'
-import type { FastifyBaseLogger, FastifyError, FastifyInstance } from 'fastify'
-import { forward, sendStatus } from './proxy.ts'
+import type { FastifyError } from 'fastify'
+import type { Logger } from 'pino'
+import { forward } from './proxy.ts'
+import { sendStatus } from './respond.ts'
 import type { ProxyOptions } from './proxy.ts'
 import { attachUpgradeProxy } from './upgrade.ts'
 import { failure } from './status.ts'
 
 export interface ProxyServerOptions extends Omit<ProxyOptions, 'log'> {
-  logger: FastifyBaseLogger
+  logger: Logger
 }
 
 const allMethods = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']
 
-export function createProxyServer(options: ProxyServerOptions): FastifyInstance {
+export function createProxyServer(options: ProxyServerOptions) {
   const proxyOptions: ProxyOptions = { ...options, log: options.logger }
   const app = Fastify({
     loggerInstance: options.logger,

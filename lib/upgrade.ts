@@ -2,7 +2,7 @@
 // speak those protocols: it replays the request head to the apiserver and splices the sockets.
 import type { IncomingMessage, Server } from 'node:http'
 import type { Duplex } from 'node:stream'
-import type { FastifyBaseLogger } from 'fastify'
+import type { Logger } from 'pino'
 import { Upstream, describeError } from './upstream.ts'
 import { serviceUnavailable } from './status.ts'
 
@@ -25,7 +25,7 @@ function refuse(socket: Duplex, message: string): void {
   )
 }
 
-export function attachUpgradeProxy(server: Server, upstream: Upstream, log: FastifyBaseLogger): void {
+export function attachUpgradeProxy(server: Server, upstream: Upstream, log: Logger): void {
   server.on('upgrade', (req: IncomingMessage, client: Duplex, head: Buffer) => {
     client.on('error', () => client.destroy())
     const ownCredentials = req.headers.authorization !== undefined

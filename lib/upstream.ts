@@ -44,6 +44,8 @@ export interface UpstreamOptions {
   failedServerBackoffMs?: number
   /** headers and body timeout for requests that are not long-running */
   requestTimeoutMs?: number
+  /** passive health signals: every answer (ok) and every connection-level failure, per server */
+  onResult?: (server: URL, ok: boolean, reason?: string) => void
 }
 
 interface ServerState {
@@ -197,15 +199,27 @@ export class Upstream {
           ? await this.requestOnOwnConnection(state.url, !ownCredentials, options)
           : await pool.request(options)
         state.failedUntil = 0
+        this.options.onResult?.(state.url, true)
         return { server: state.url, statusCode: res.statusCode, headers: res.headers, body: res.body }
       } catch (error) {
         if (req.signal?.aborted) throw error
-        if (!canTryNextServer(error, req.method)) throw error
         state.failedUntil = Date.now() + this.failedServerBackoffMs
+        this.options.onResult?.(state.url, false, describeError(error))
+        if (!canTryNextServer(error, req.method)) throw error
         causes.push({ server: state.url.origin, error: describeError(error) })
       }
     }
     throw new UpstreamUnavailableError(causes)
+  }
+
+  /** One health probe of one server, with the node's credentials: GET /readyz answered 200. */
+  async probe(server: URL, signal: AbortSignal): Promise<boolean> {
+    const state = this.states.find(s => s.url === server)
+    if (!state) return false
+    // reset: the probe's connection closes after it, so probing never holds sockets open
+    const res = await state.nodePool.request({ method: 'GET', path: `${state.url.pathname.replace(/\/$/, '')}/readyz`, signal, reset: true })
+    await res.body.dump()
+    return res.statusCode === 200
   }
 
   /**

@@ -45,6 +45,11 @@ t.test('defaults', async t => {
     adminPort: 10267,
     cacheDir: '/var/lib/outpost/cache',
     logLevel: 'info',
+    cacheComponents: ['kubelet', 'kube-proxy', 'coredns', 'flanneld', 'outpost'],
+    healthIntervalMs: 5000,
+    healthTimeoutMs: 2000,
+    healthFailures: 3,
+    healthSuccesses: 2,
   })
 })
 
@@ -67,12 +72,19 @@ const each: [string, string, keyof HubConfig, unknown][] = [
   ['log-level', 'debug', 'logLevel', 'debug'],
   ['log-level', 'silent', 'logLevel', 'silent'],
   ['log-level', 'trace', 'logLevel', 'trace'],
+  ['cache-components', 'kubelet,Kube-Proxy', 'cacheComponents', ['kubelet', 'kube-proxy']],
+  ['cache-components', '*', 'cacheComponents', ['*']],
+  ['health-interval', '500ms', 'healthIntervalMs', 500],
+  ['health-interval', '2m', 'healthIntervalMs', 120_000],
+  ['health-timeout', '3s', 'healthTimeoutMs', 3000],
+  ['health-failures', '5', 'healthFailures', 5],
+  ['health-successes', '1', 'healthSuccesses', 1],
 ]
 
 t.test('each flag, as --flag value and --flag=value', async t => {
   for (const [flag, raw, key, want] of each) {
-    t.equal(config([`--${flag}`, raw])[key], want, `--${flag} ${raw}`)
-    t.equal(config([`--${flag}=${raw}`])[key], want, `--${flag}=${raw}`)
+    t.strictSame(config([`--${flag}`, raw])[key], want, `--${flag} ${raw}`)
+    t.strictSame(config([`--${flag}=${raw}`])[key], want, `--${flag}=${raw}`)
   }
 })
 
@@ -196,6 +208,9 @@ t.test('errors are one-line UsageErrors', async t => {
     [['--server', ','], {}, 'invalid value "," for --server: must not be empty'],
     [['--bind-address', 'localhost'], {}, 'invalid value "localhost" for --bind-address: must be an IP address, like 127.0.0.1 or ::1'],
     [['--bind-address', '1.2.3.4.5'], {}, 'invalid value "1.2.3.4.5" for --bind-address: must be an IP address, like 127.0.0.1 or ::1'],
+    [['--health-interval', '5'], {}, 'invalid value "5" for --health-interval: must be a duration like 500ms, 5s or 1m'],
+    [['--health-failures', '0'], {}, 'invalid value "0" for --health-failures: must be a whole number of at least 1'],
+    [['--cache-components', 'kube proxy'], {}, 'invalid value "kube proxy" for --cache-components: must be component names (User-Agent up to the first "/") or *'],
     [['--log-level', 'verbose'], {}, 'invalid value "verbose" for --log-level: must be one of fatal, error, warn, info, debug, trace, silent'],
     [['--log-level', 'INFO'], {}, 'invalid value "INFO" for --log-level: must be one of fatal, error, warn, info, debug, trace, silent'],
     [['--node-name='], {}, 'invalid value "" for --node-name: must not be empty'],

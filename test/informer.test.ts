@@ -2,17 +2,7 @@
 import t from 'tap'
 import * as k8s from '@kubernetes/client-node'
 import { startHarness, eventually } from './helpers/hub.ts'
-
-function kubeConfigFor(server: string): k8s.KubeConfig {
-  const kc = new k8s.KubeConfig()
-  kc.loadFromOptions({
-    clusters: [{ name: 'hub', server, skipTLSVerify: true }],
-    users: [{ name: 'node' }],
-    contexts: [{ name: 'hub', cluster: 'hub', user: 'node' }],
-    currentContext: 'hub',
-  })
-  return kc
-}
+import { kubeConfigFor } from './helpers/clients.ts'
 
 t.test('an informer through the hub sees ADDED, MODIFIED and DELETED', async t => {
   const h = await startHarness({ demo: true })

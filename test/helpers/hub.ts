@@ -2,6 +2,9 @@
 import { pino } from 'pino'
 import { once } from 'node:events'
 import net from 'node:net'
+import { mkdtempSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
 import { ApiServerSimulator } from '../simulator/index.ts'
 import type { SimulatorOptions } from '../simulator/index.ts'
 import { startDemoCluster } from '../simulator/demo.ts'
@@ -26,6 +29,12 @@ export function hubConfig(servers: string[], overrides: Partial<HubConfig> = {})
     port: 0,
     adminPort: 0,
     logLevel: 'silent',
+    cacheDir: mkdtempSync(path.join(os.tmpdir(), 'outpost-cache-')),
+    // fast enough that tests see the cloud go and come back within a second or two
+    healthIntervalMs: 100,
+    healthTimeoutMs: 1_000,
+    healthFailures: 2,
+    healthSuccesses: 1,
     ...overrides,
   }
 }

@@ -1,0 +1,212 @@
+// Offline autonomy through real sockets: the cloud goes dark, the hub answers from its cache, the
+// cloud comes back and clients converge without a restart.
+import t from 'tap'
+import { request } from 'undici'
+import { readFileSync } from 'node:fs'
+import * as k8s from '@kubernetes/client-node'
+import { startHarness, eventually } from './helpers/hub.ts'
+import type { Harness } from './helpers/hub.ts'
+import { kubeConfigFor } from './helpers/clients.ts'
+import { classify } from '../lib/requestinfo.ts'
+import { decodeUnknown, splitList } from '../lib/codec/protobuf.ts'
+
+const kubeletUA = 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89'
+const fixture = (name: string) => readFileSync(new URL(`./fixtures/apiserver-v1.24/${name}`, import.meta.url))
+
+async function goDark(h: Harness): Promise<void> {
+  await h.simulator.setFault('refuse')
+  await eventually(() => h.hub.health.state === 'offline', 10_000, 'the hub to declare the cloud offline')
+}
+
+async function comeBack(h: Harness): Promise<void> {
+  await h.simulator.setFault('none')
+  await eventually(() => h.hub.health.state === 'online', 10_000, 'the hub to declare the cloud online')
+}
+
+async function getJson(url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: any; headers: any }> {
+  const res = await request(url, { headers: { 'user-agent': kubeletUA, ...headers } })
+  const text = await res.body.text()
+  return { status: res.statusCode, body: text ? JSON.parse(text) : undefined, headers: res.headers }
+}
+
+const configMap = (name: string, labels: Record<string, string> = {}, data: Record<string, string> = {}) => ({
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  metadata: { name, namespace: 'default', labels },
+  data,
+})
+
+t.test('an informer keeps its objects through an outage and converges to the cloud afterwards', async t => {
+  const h = await startHarness({ config: { cacheComponents: ['*'] }, simulator: { bookmarkIntervalMs: 200 } })
+  t.teardown(() => h.close())
+  for (const name of ['keep', 'change', 'drop']) h.simulator.create(configMap(name, {}, { v: '1' }))
+
+  const kc = kubeConfigFor(h.url, kubeletUA)
+  const core = kc.makeApiClient(k8s.CoreV1Api)
+  const informer = k8s.makeInformer(kc, '/api/v1/namespaces/default/configmaps', () => core.listNamespacedConfigMap({ namespace: 'default' }))
+  const deletes: string[] = []
+  informer.on('delete', cm => deletes.push(cm.metadata!.name!))
+  let stopped = false
+  // client-node's informer stops on a watch error instead of retrying like client-go; retry as client-go would
+  informer.on('error', () => setTimeout(() => stopped || informer.start().catch(() => {}), 100))
+  await informer.start()
+  t.teardown(async () => {
+    stopped = true
+    await informer.stop()
+  })
+  const names = () => informer.list('default').map(o => `${o.metadata?.name}=${o.data?.v ?? ''}`).sort().join(',')
+  await eventually(() => names() === 'change=1,drop=1,keep=1', 10_000, 'the initial list')
+
+  await goDark(h)
+  // the cloud changes while the node cannot see it
+  h.simulator.patch('v1', 'ConfigMap', 'default', 'change', { data: { v: '2' } })
+  h.simulator.remove('v1', 'ConfigMap', 'default', 'drop')
+  h.simulator.create(configMap('new', {}, { v: '1' }))
+  await new Promise(resolve => setTimeout(resolve, 1_000)) // let the informer relist/rewatch against the cache
+  t.equal(names(), 'change=1,drop=1,keep=1', 'offline: the informer still has every object, unchanged')
+  t.same(deletes, [], 'offline: nothing was deleted under the informer')
+
+  await comeBack(h)
+  await eventually(() => names() === 'change=2,keep=1,new=1', 20_000, 'the informer to converge to the cloud')
+  t.equal(names(), 'change=2,keep=1,new=1', 'converged without a restart')
+})
+
+t.test('kubelet-shaped protobuf list answered offline, byte for byte what the apiserver sent', async t => {
+  const h = await startHarness()
+  t.teardown(() => h.close())
+  const url = '/api/v1/pods?fieldSelector=spec.nodeName%3Dkind-worker2&limit=500&resourceVersion=0'
+  const body = fixture('list-pods-kind-worker2.pb')
+  // What the apiserver sent kubelet (recorded), through the hub's own recording path.
+  await h.hub.recorder.recordListPage(classify('GET', url, kubeletUA), 'protobuf', body)
+  await goDark(h)
+  const res = await request(h.url + url, { headers: { 'user-agent': kubeletUA, accept: 'application/vnd.kubernetes.protobuf, */*' } })
+  t.equal(res.statusCode, 200)
+  t.equal(res.headers['content-type'], 'application/vnd.kubernetes.protobuf')
+  const served = Buffer.from(await res.body.arrayBuffer())
+  t.same(served, body, 'identical bytes: envelope, list metadata and every item')
+  const items = splitList(decodeUnknown(served).raw).items
+  t.equal(items.length, JSON.parse(fixture('list-pods-kind-worker2.json').toString()).items.length)
+
+  const other = await request(h.url + '/api/v1/pods?fieldSelector=spec.nodeName%3Dkind-worker', {
+    headers: { 'user-agent': kubeletUA, accept: 'application/vnd.kubernetes.protobuf, */*' },
+  })
+  t.equal(splitList(decodeUnknown(Buffer.from(await other.body.arrayBuffer())).raw).items.length, 0, 'another node selects none of them')
+})
+
+t.test('two selectors on one resource from one component, offline, each answered correctly', async t => {
+  const h = await startHarness()
+  t.teardown(() => h.close())
+  h.simulator.create(configMap('a1', { app: 'a' }))
+  h.simulator.create(configMap('a2', { app: 'a' }))
+  h.simulator.create(configMap('b1', { app: 'b' }))
+  const base = `${h.url}/api/v1/namespaces/default/configmaps`
+  const a = await getJson(`${base}?labelSelector=app%3Da`)
+  const b = await getJson(`${base}?labelSelector=app%3Db`)
+  t.equal(a.body.items.length, 2)
+  t.equal(b.body.items.length, 1)
+  await goDark(h)
+  const names = (list: any) => list.items.map((i: any) => i.metadata.name).sort()
+  const offA = await getJson(`${base}?labelSelector=app%3Da`)
+  const offB = await getJson(`${base}?labelSelector=app%3Db`)
+  t.equal(offA.headers['x-outpost-cache'], 'hit')
+  t.same(names(offA.body), ['a1', 'a2'])
+  t.same(names(offB.body), ['b1'], 'the second scope did not overwrite the first, nor the first the second')
+  t.same(names((await getJson(`${base}?labelSelector=app+in+(a,b),app!%3Da`)).body), ['b1'], 'set-based selectors evaluated offline')
+  t.equal((await getJson(`${base}/a2`)).body.metadata.name, 'a2', 'get of a listed object')
+  const missing = await getJson(`${base}/nope`)
+  t.equal(missing.status, 404)
+  t.equal(missing.body.reason, 'NotFound')
+})
+
+t.test('a three-page list is cached once the last page arrives and served whole offline', async t => {
+  const h = await startHarness()
+  t.teardown(() => h.close())
+  for (let i = 0; i < 6; i++) h.simulator.create(configMap(`page-${i}`))
+  const base = `${h.url}/api/v1/namespaces/default/configmaps`
+  let token = ''
+  let pages = 0
+  do {
+    const page = await getJson(`${base}?limit=2${token ? `&continue=${encodeURIComponent(token)}` : ''}`)
+    token = page.body.metadata.continue ?? ''
+    pages++
+  } while (token)
+  t.equal(pages, 3)
+  await goDark(h)
+  const whole = await getJson(base)
+  t.same(whole.body.items.map((i: any) => i.metadata.name).sort(), ['page-0', 'page-1', 'page-2', 'page-3', 'page-4', 'page-5'])
+  t.equal(whole.body.kind, 'ConfigMapList')
+  t.ok(Number(whole.body.metadata.resourceVersion) > 0, 'list resourceVersion is the highest cached')
+})
+
+t.test('offline writes: a clear 503 Status and nothing written; the node Lease renewal is answered locally', async t => {
+  const h = await startHarness()
+  t.teardown(() => h.close())
+  h.simulator.create(configMap('steady', {}, { v: '1' }))
+  await getJson(`${h.url}/api/v1/namespaces/default/configmaps`)
+  const lease = {
+    apiVersion: 'coordination.k8s.io/v1',
+    kind: 'Lease',
+    metadata: { name: 'kind-worker2', namespace: 'kube-node-lease' },
+    spec: { holderIdentity: 'kind-worker2', leaseDurationSeconds: 40 },
+  }
+  h.simulator.create(lease)
+  const leaseUrl = `${h.url}/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/kind-worker2`
+  const cachedLease = await getJson(leaseUrl)
+  await goDark(h)
+  const before = h.hub.store.get({ component: 'kubelet', group: '', version: 'v1', resource: 'configmaps' }, 'default', 'steady')
+
+  for (const [method, path, body] of [
+    ['POST', '/api/v1/namespaces/default/configmaps', configMap('offline-new')],
+    ['PUT', '/api/v1/namespaces/default/configmaps/steady', configMap('steady', {}, { v: '2' })],
+    ['PATCH', '/api/v1/namespaces/default/configmaps/steady', { data: { v: '3' } }],
+    ['DELETE', '/api/v1/namespaces/default/configmaps/steady', undefined],
+  ] as const) {
+    const res = await request(h.url + path, {
+      method,
+      headers: { 'user-agent': kubeletUA, 'content-type': method === 'PATCH' ? 'application/merge-patch+json' : 'application/json' },
+      body: body ? JSON.stringify(body) : undefined,
+    })
+    const status = (await res.body.json()) as any
+    t.equal(res.statusCode, 503, `${method}: 503`)
+    t.match(status, { kind: 'Status', reason: 'ServiceUnavailable', code: 503 }, `${method}: a Status`)
+    t.match(status.message, /nothing was written/)
+  }
+  const after = h.hub.store.get({ component: 'kubelet', group: '', version: 'v1', resource: 'configmaps' }, 'default', 'steady')
+  t.same(after?.body, before?.body, 'the cached object is unchanged')
+  t.ok(before, 'it was cached in the first place')
+
+  const renewed = { ...cachedLease.body, spec: { ...cachedLease.body.spec, renewTime: '2026-11-21T23:59:00.000000Z' } }
+  const renewal = await request(leaseUrl, {
+    method: 'PUT',
+    headers: { 'user-agent': kubeletUA, 'content-type': 'application/json' },
+    body: JSON.stringify(renewed),
+  })
+  t.equal(renewal.statusCode, 200, 'the Lease renewal is acknowledged offline')
+  t.same(((await renewal.body.json()) as any).spec.renewTime, renewed.spec.renewTime)
+  t.equal(h.simulator.get('coordination.k8s.io/v1', 'Lease', 'kube-node-lease', 'kind-worker2')?.spec.renewTime, undefined, 'nothing reached the cloud')
+})
+
+t.test('open upstream watches are closed when the cloud goes down; offline watches end when it returns', async t => {
+  const h = await startHarness()
+  t.teardown(() => h.close())
+  await getJson(`${h.url}/api/v1/namespaces/default/configmaps`)
+  const rv = h.simulator.currentResourceVersion()
+  const online = await request(`${h.url}/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=${rv}`, {
+    headers: { 'user-agent': kubeletUA },
+  })
+  const onlineEnded = online.body.text()
+  await h.simulator.setFault('hang') // the link is dead but nothing tells the socket
+  await eventually(() => h.hub.health.state === 'offline', 10_000, 'offline')
+  await onlineEnded
+  t.pass('the watch on the dead link was ended by the hub')
+
+  const offline = await request(`${h.url}/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true&resourceVersion=${rv}`, {
+    headers: { 'user-agent': kubeletUA },
+  })
+  t.equal(offline.statusCode, 200, 'an offline watch is answered and held open')
+  const offlineText = offline.body.text()
+  await h.simulator.setFault('none')
+  await eventually(() => h.hub.health.state === 'online', 10_000, 'online')
+  await offlineText
+  t.pass('the offline watch ended once the cloud was back, so the client re-watches upstream')
+})
