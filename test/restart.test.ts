@@ -1,0 +1,121 @@
+// The hub as it runs on a node, in its own process: killed with SIGKILL in the middle of a burst
+// of cache writes, started again while the cloud is unreachable, it serves the node from disk.
+import t from 'tap'
+import { spawn } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
+import { once } from 'node:events'
+import { mkdtempSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { request } from 'undici'
+import { pino } from 'pino'
+import { startDemoCluster } from './simulator/demo.ts'
+import { DiskCache } from '../lib/cache/disk.ts'
+import { eventually, freePort } from './helpers/hub.ts'
+
+const entry = new URL('../cmd/outpost.ts', import.meta.url).pathname
+const kubelet = { 'user-agent': 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89' }
+
+async function startHubProcess(server: string, cacheDir: string): Promise<{ url: string; child: ChildProcess }> {
+  const port = await freePort()
+  const adminPort = await freePort()
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', entry, '--server', server, '--cache-dir', cacheDir, '--port', String(port), '--admin-port', String(adminPort),
+      '--node-name', 'kind-worker2', '--log-level', 'warn', '--health-interval', '200ms', '--health-failures', '2', '--health-successes', '1'],
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  )
+  const url = `http://127.0.0.1:${port}`
+  await eventually(async () => {
+    try {
+      const res = await request(`${url}/v1/healthz`.replace(String(port), String(adminPort)))
+      await res.body.dump()
+      return res.statusCode === 200
+    } catch {
+      return false
+    }
+  }, 30_000, 'the hub process to listen')
+  return { url, child }
+}
+
+async function json(url: string): Promise<{ status: number; body: any }> {
+  const res = await request(url, { headers: kubelet })
+  return { status: res.statusCode, body: JSON.parse(await res.body.text()) }
+}
+
+t.test('SIGKILL mid-burst, restart offline: every file parses, nothing acknowledged is lost, the node is served from disk', async t => {
+  const simulator = await startDemoCluster()
+  t.teardown(() => simulator.close())
+  const cacheDir = mkdtempSync(path.join(os.tmpdir(), 'outpost-restart-'))
+  const first = await startHubProcess(simulator.url, cacheDir)
+  t.teardown(() => first.child.kill('SIGKILL'))
+
+  // What kubelet reads on start: its Node, its pods, the configmaps and secrets they mount, its Lease.
+  t.equal((await json(`${first.url}/api/v1/nodes/kind-worker2`)).status, 200)
+  t.equal((await json(`${first.url}/api/v1/pods?fieldSelector=spec.nodeName%3Dkind-worker2`)).body.items.length, 2)
+  await json(`${first.url}/api/v1/namespaces/default/configmaps`)
+  await json(`${first.url}/api/v1/namespaces/default/secrets`)
+  await json(`${first.url}/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/kind-worker2`)
+
+  // A burst: the cloud writes configmaps as fast as it can; kubelet's watch sees them through the hub.
+  const rv = simulator.currentResourceVersion()
+  const watch = await request(`${first.url}/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=${rv}`, { headers: kubelet })
+  const acknowledged = new Map<string, number>()
+  let buffered = ''
+  const reading = (async () => {
+    try {
+      for await (const chunk of watch.body) {
+        buffered += chunk.toString()
+        const lines = buffered.split('\n')
+        buffered = lines.pop() ?? ''
+        for (const line of lines) {
+          const event = JSON.parse(line)
+          acknowledged.set(event.object.metadata.name, Number(event.object.metadata.resourceVersion))
+        }
+      }
+    } catch {
+      // the hub was killed
+    }
+  })()
+  let writing = true
+  const writer = (async () => {
+    for (let i = 0; writing && i < 20_000; i++) {
+      simulator.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `burst-${i}`, namespace: 'default' }, data: { i: String(i) } })
+      if (i % 50 === 0) await new Promise(resolve => setImmediate(resolve))
+    }
+  })()
+  await eventually(() => acknowledged.size >= 300, 30_000, 'a few hundred events to reach the client')
+  first.child.kill('SIGKILL')
+  await once(first.child, 'exit')
+  writing = false
+  await writer
+  await reading
+  t.ok(acknowledged.size >= 300, `${acknowledged.size} events acknowledged to the client before the kill`)
+
+  const disk = await DiskCache.open(cacheDir, pino({ level: 'silent' }))
+  const onDisk = new Map<string, number>()
+  const report = await disk.load(({ key, object }) => {
+    if (key.component === 'kubelet' && key.resource === 'configmaps') onDisk.set(object.name, Number(object.resourceVersion))
+  })
+  t.equal(report.failed.length, 0, 'every cache file parses')
+  const lost = [...acknowledged].filter(([name, version]) => !(onDisk.get(name)! >= version))
+  t.same(lost, [], 'every object acknowledged to the client is on disk, at least at the version the client saw')
+
+  // Start again with the cloud unreachable.
+  await simulator.setFault('refuse')
+  const second = await startHubProcess(simulator.url, cacheDir)
+  t.teardown(() => second.child.kill('SIGKILL'))
+  const node = await json(`${second.url}/api/v1/nodes/kind-worker2`)
+  t.equal(node.status, 200, 'its Node, from disk')
+  t.equal(node.body.metadata.labels['apps.openyurt.io/nodepool'], 'shanghai')
+  const pods = await json(`${second.url}/api/v1/pods?fieldSelector=spec.nodeName%3Dkind-worker2`)
+  t.same(pods.body.items.map((p: any) => p.metadata.name).sort(), ['nginx-shanghai-9jvjb', 'united-deployment1-shanghai-hr6xt'], 'its pods')
+  const configMaps = await json(`${second.url}/api/v1/namespaces/default/configmaps`)
+  const names = new Set(configMaps.body.items.map((c: any) => c.metadata.name))
+  t.ok(names.has('app-config'), 'configmaps')
+  t.same([...acknowledged.keys()].filter(n => !names.has(n)), [], 'every acknowledged burst object is served after the restart')
+  const secret = await json(`${second.url}/api/v1/namespaces/default/secrets/app-secret`)
+  t.equal(secret.status, 200, 'secrets')
+  const lease = await json(`${second.url}/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/kind-worker2`)
+  t.equal(lease.status, 200, 'its Lease')
+})
