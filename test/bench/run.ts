@@ -2,11 +2,16 @@
 // Prints absolute figures and the hub/direct ratio for each; nothing here asserts a threshold.
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
+import { mkdtempSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
 import { Agent, request } from 'undici'
 import { ApiServerSimulator } from '../simulator/index.ts'
 import { freePort } from '../helpers/hub.ts'
 
 const agent = new Agent({ connections: 64, keepAliveTimeout: 30_000 })
+/** kubelet's User-Agent: what the hub caches (the other measures go uncached, as kubectl's would) */
+const kubelet = { 'user-agent': 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89' }
 
 interface Row {
   name: string
@@ -46,11 +51,12 @@ async function concurrentThroughput(base: string, path: string, total: number, c
   return total / ((performance.now() - start) / 1000)
 }
 
-async function listTime(base: string, path: string, rounds: number): Promise<number> {
+async function listTime(base: string, path: string, rounds: number, headers: Record<string, string> = {}): Promise<number> {
   const times: number[] = []
   for (let i = 0; i < rounds; i++) {
     const start = performance.now()
-    const res = await request(base + path, { dispatcher: agent })
+    const res = await request(base + path, { dispatcher: agent, headers })
+    if (res.statusCode !== 200) throw new Error(`${path}: ${res.statusCode} ${await res.body.text()}`)
     await res.body.arrayBuffer()
     times.push(performance.now() - start)
   }
@@ -58,9 +64,15 @@ async function listTime(base: string, path: string, rounds: number): Promise<num
 }
 
 /** Events per second a watch delivers while the simulator writes `count` objects as fast as it can. */
-async function watchThroughput(simulator: ApiServerSimulator, base: string, label: string, count: number): Promise<number> {
+async function watchThroughput(
+  simulator: ApiServerSimulator,
+  base: string,
+  label: string,
+  count: number,
+  headers: Record<string, string> = {},
+): Promise<number> {
   const rv = simulator.currentResourceVersion()
-  const res = await request(`${base}/api/v1/namespaces/bench/configmaps?watch=true&resourceVersion=${rv}`, { dispatcher: agent })
+  const res = await request(`${base}/api/v1/namespaces/bench/configmaps?watch=true&resourceVersion=${rv}`, { dispatcher: agent, headers })
   let seen = 0
   let buffered = ''
   const done = (async () => {
@@ -87,7 +99,11 @@ async function watchThroughput(simulator: ApiServerSimulator, base: string, labe
  * The outpost command in its own process, as on a node (so its CPU is not the load generator's):
  * resolves once a list has been served through it, with the time that took from process start.
  */
-async function startHubProcess(args: string[]): Promise<{ url: string; startMs: number; stop: () => Promise<void> }> {
+async function startHubProcess(
+  args: string[],
+  readyPath = '/apis/discovery.k8s.io/v1/endpointslices',
+  headers: Record<string, string> = {},
+): Promise<{ url: string; startMs: number; stop: () => Promise<void> }> {
   const port = await freePort()
   const adminPort = await freePort()
   const start = performance.now()
@@ -102,7 +118,7 @@ async function startHubProcess(args: string[]): Promise<{ url: string; startMs: 
   const url = `http://127.0.0.1:${port}`
   for (;;) {
     try {
-      const res = await request(`${url}/apis/discovery.k8s.io/v1/endpointslices`)
+      const res = await request(url + readyPath, { headers })
       await res.body.dump()
       if (res.statusCode === 200) return { url, startMs: performance.now() - start, stop }
     } catch {
@@ -114,7 +130,9 @@ async function startHubProcess(args: string[]): Promise<{ url: string; startMs: 
 
 async function main(): Promise<void> {
   const simulator = await ApiServerSimulator.start()
-  const hub = await startHubProcess(['--server', simulator.url])
+  const cacheDir = mkdtempSync(path.join(os.tmpdir(), 'outpost-bench-'))
+  const hubArgs = ['--server', simulator.url, '--cache-dir', cacheDir, '--health-interval', '200ms', '--health-failures', '2']
+  const hub = await startHubProcess(hubArgs)
   simulator.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'bench' } })
   simulator.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'one', namespace: 'default' }, data: { a: 'b' } })
   for (let i = 0; i < 5000; i++) {
@@ -157,7 +175,31 @@ async function main(): Promise<void> {
     unit: 'events/s',
     higherIsBetter: true,
   })
+  rows.push({
+    name: 'watch events, recorded to disk first (15,000)',
+    direct: await watchThroughput(simulator, targets.direct, 'dc', 15_000, kubelet),
+    hub: await watchThroughput(simulator, targets.hub, 'hc', 15_000, kubelet),
+    unit: 'events/s',
+    higherIsBetter: true,
+  })
+
+  // Offline: kubelet's pods list answered from the cache, against the same list from the cloud.
+  const podsDirect = await listTime(targets.direct, '/api/v1/pods', 9, kubelet)
+  await listTime(targets.hub, '/api/v1/pods', 1, kubelet) // recorded
+  await simulator.setFault('refuse')
+  await new Promise(resolve => setTimeout(resolve, 1_500)) // two failed probes: offline
+  rows.push({
+    name: 'LIST 5,000 pods: cloud vs hub offline cache',
+    direct: podsDirect,
+    hub: await listTime(targets.hub, '/api/v1/pods', 9, kubelet),
+    unit: 'ms',
+    higherIsBetter: false,
+  })
   await hub.stop()
+
+  // Cold start offline: the cache holds the 15,000 watched configmaps and the 5,000 pods.
+  const cold = await startHubProcess(hubArgs, '/api/v1/pods', kubelet)
+  await cold.stop()
   await simulator.close()
 
   const demo = await startHubProcess([]) // npm start: the demo, simulator included
@@ -172,6 +214,7 @@ async function main(): Promise<void> {
     console.log(`${row.name.padEnd(42)}${fmt(row.direct).padStart(12)}${fmt(row.hub).padStart(12)}  ${row.unit.padEnd(10)} ${ratio.toFixed(2)}x`)
   }
   console.log(`\ndemo cold start (npm start → first list served through the hub): ${demo.startMs.toFixed(0)} ms (bar: 5000 ms)`)
+  console.log(`offline cold start with 20,000 cached objects (process start → first list served from disk): ${cold.startMs.toFixed(0)} ms`)
 }
 
 main().catch(error => {
