@@ -14,6 +14,8 @@ import { LiveStreams } from './streams.ts'
 import { DiskCache } from './cache/disk.ts'
 import { CacheStore } from './cache/store.ts'
 import { CachePolicy, Recorder } from './cache/recorder.ts'
+import { createMetrics } from './metrics.ts'
+import type { Metrics } from './metrics.ts'
 
 export interface Hub {
   /** http://<bind>:<port> of the proxy */
@@ -24,6 +26,7 @@ export interface Hub {
   store: CacheStore
   recorder: Recorder
   streams: LiveStreams
+  metrics: Metrics
   log: Logger
   close(): Promise<void>
 }
@@ -69,7 +72,10 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     log,
   })
   const streams = new LiveStreams()
+  const metrics = createMetrics()
+  metrics.cloudOnline.set(1)
   health.on('change', state => {
+    metrics.cloudOnline.set(state === 'online' ? 1 : 0)
     // Nobody may wait on a dead link; and once the cloud is back, offline watches end so their
     // clients re-watch upstream and receive what changed meanwhile.
     const ended = state === 'offline' ? streams.endUpstreamWatches() : streams.endOfflineWatches()
@@ -78,7 +84,9 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
 
   const disk = await DiskCache.open(config.cacheDir, log)
   const store = new CacheStore(disk, log)
-  await store.load()
+  const report = await store.load()
+  metrics.cacheLoadErrors.inc(report?.failed.length ?? 0)
+  metrics.cacheLoadedObjects.set(report?.loaded ?? 0)
   const recorder = new Recorder(store, log)
   const checker = health
 
@@ -90,10 +98,15 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     cache: { recorder, policy: new CachePolicy(config.cacheComponents) },
     cloud: { isOnline: () => checker.state === 'online', outage: () => checker.outage() },
     streams,
+    onServedFromCache: info => metrics.servedFromCache.inc({ component: info.component, verb: info.verb, resource: info.resource }),
     offlineBookmarkIntervalMs: options.offlineBookmarkIntervalMs ?? 10_000,
   })
   const admin = Fastify({ loggerInstance: log.child({ server: 'admin' }), logController: new LogController({ disableRequestLogging: true }) })
   admin.get('/v1/healthz', async () => 'ok')
+  admin.get('/metrics', async (_request, reply) => {
+    reply.type(metrics.registry.contentType)
+    return metrics.registry.metrics()
+  })
 
   try {
     await health.start()
@@ -112,6 +125,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     store,
     recorder,
     streams,
+    metrics,
     log,
     async close() {
       checker.stop()

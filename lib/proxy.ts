@@ -31,6 +31,7 @@ export interface ProxyOptions {
   cloud: { isOnline(): boolean; outage(): string }
   streams: LiveStreams
   offlineBookmarkIntervalMs: number
+  onServedFromCache?: (info: RequestInfo) => void
 }
 
 /**
@@ -180,6 +181,7 @@ function answerOffline(
   if (cache?.policy.isCacheable(info)) {
     const store = cache.recorder.store
     const accept = req.headers.accept
+    options.onServedFromCache?.(info)
     if (info.verb === 'get') return serveGet(store, info, accept, res)
     if (info.verb === 'list') return serveList(store, info, accept, res)
     const watch = serveWatch(store, info, accept, res, options.offlineBookmarkIntervalMs)

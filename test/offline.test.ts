@@ -2,7 +2,8 @@
 // cloud comes back and clients converge without a restart.
 import t from 'tap'
 import { request } from 'undici'
-import { readFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
 import * as k8s from '@kubernetes/client-node'
 import { startHarness, eventually } from './helpers/hub.ts'
 import type { Harness } from './helpers/hub.ts'
@@ -209,4 +210,24 @@ t.test('open upstream watches are closed when the cloud goes down; offline watch
   await eventually(() => h.hub.health.state === 'online', 10_000, 'online')
   await offlineText
   t.pass('the offline watch ended once the cloud was back, so the client re-watches upstream')
+})
+
+t.test('a cache file that cannot be parsed is reported (log and metric) and skipped; the rest is served', async t => {
+  const first = await startHarness()
+  first.simulator.create(configMap('good-1'))
+  first.simulator.create(configMap('good-2'))
+  await getJson(`${first.url}/api/v1/namespaces/default/configmaps`)
+  const cacheDir = first.cacheDir
+  await first.close()
+  const dir = path.join(cacheDir, 'kubelet', 'configmaps.v1.core', 'default')
+  writeFileSync(path.join(dir, 'good-2'), '{"v":1,"torn')
+
+  const second = await startHarness({ config: { cacheDir } })
+  t.teardown(() => second.close())
+  await goDark(second)
+  const metrics = await (await request(`${second.hub.adminUrl}/metrics`)).body.text()
+  t.match(metrics, /^outpost_cache_load_errors_total 1$/m, 'the unreadable file is counted')
+  const list = await getJson(`${second.url}/api/v1/namespaces/default/configmaps`)
+  t.same(list.body.items.map((i: any) => i.metadata.name), ['good-1'], 'the readable object is served, the broken one skipped')
+  t.match(await (await request(`${second.hub.adminUrl}/metrics`)).body.text(), /outpost_served_from_cache_total\{component="kubelet",verb="list",resource="configmaps"\} 1/)
 })

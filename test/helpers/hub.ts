@@ -18,6 +18,7 @@ export interface Harness {
   hub: Hub
   /** the hub's proxy URL */
   url: string
+  cacheDir: string
   close(): Promise<void>
 }
 
@@ -45,11 +46,13 @@ export async function startHarness(
   options: { demo?: boolean; simulator?: SimulatorOptions; config?: Partial<HubConfig> } = {},
 ): Promise<Harness> {
   const simulator = options.demo ? await startDemoCluster(options.simulator) : await ApiServerSimulator.start(options.simulator)
-  const hub = await startHub(hubConfig([simulator.url], options.config), { logger: quietLogger() })
+  const config = hubConfig([simulator.url], options.config)
+  const hub = await startHub(config, { logger: quietLogger() })
   return {
     simulator,
     hub,
     url: hub.proxyUrl,
+    cacheDir: config.cacheDir,
     async close() {
       await hub.close()
       await simulator.close()
