@@ -231,3 +231,15 @@ t.test('a cache file that cannot be parsed is reported (log and metric) and skip
   t.same(list.body.items.map((i: any) => i.metadata.name), ['good-1'], 'the readable object is served, the broken one skipped')
   t.match(await (await request(`${second.hub.adminUrl}/metrics`)).body.text(), /outpost_served_from_cache_total\{component="kubelet",verb="list",resource="configmaps"\} 1/)
 })
+
+t.test('a gzip list is cached decoded and still reaches the client gzip-encoded', async t => {
+  const h = await startHarness()
+  t.teardown(() => h.close())
+  for (let i = 0; i < 300; i++) h.simulator.create(configMap(`big-${i}`, {}, { blob: 'x'.repeat(600) }))
+  const online = await request(`${h.url}/api/v1/namespaces/default/configmaps`, { headers: { 'user-agent': kubeletUA, 'accept-encoding': 'gzip' } })
+  t.equal(online.headers['content-encoding'], 'gzip', 'the client gets what the apiserver sent')
+  await online.body.dump()
+  await goDark(h)
+  const offline = await getJson(`${h.url}/api/v1/namespaces/default/configmaps`)
+  t.equal(offline.body.items.length, 300, 'the cache holds every item of the gzip list')
+})
