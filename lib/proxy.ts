@@ -68,7 +68,7 @@ export async function forward(req: IncomingMessage, res: ServerResponse, options
   }
   const cacheable = options.cache?.policy.isCacheable(info) ?? false
   if (!options.cloud.isOnline()) {
-    answerOffline(info, req, res, body, options, options.cloud.outage())
+    await answerOffline(info, req, res, body, options, options.cloud.outage())
     logRequest(options.log, info, res.statusCode, started, 'cache')
     return
   }
@@ -169,14 +169,14 @@ function isOwnLeaseRenewal(info: RequestInfo, nodeName: string): boolean {
   )
 }
 
-function answerOffline(
+async function answerOffline(
   info: RequestInfo,
   req: IncomingMessage,
   res: ServerResponse,
   body: Buffer | undefined,
   options: ProxyOptions,
   reason: string,
-): void {
+): Promise<void> {
   const cache = options.cache
   if (cache?.policy.isCacheable(info)) {
     const store = cache.recorder.store
@@ -184,7 +184,7 @@ function answerOffline(
     options.onServedFromCache?.(info)
     if (info.verb === 'get') return serveGet(store, info, accept, res)
     if (info.verb === 'list') return serveList(store, info, accept, res)
-    const watch = serveWatch(store, info, accept, res, options.offlineBookmarkIntervalMs)
+    const watch = await serveWatch(store, info, accept, res, options.offlineBookmarkIntervalMs)
     if (watch) {
       options.streams.addOfflineWatch(watch.end)
       res.on('close', () => options.streams.removeOfflineWatch(watch.end))

@@ -154,7 +154,7 @@ t.test('offline writes: a clear 503 Status and nothing written; the node Lease r
   const leaseUrl = `${h.url}/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/kind-worker2`
   const cachedLease = await getJson(leaseUrl)
   await goDark(h)
-  const before = h.hub.store.get({ component: 'kubelet', group: '', version: 'v1', resource: 'configmaps' }, 'default', 'steady')
+  const before = await h.hub.store.get({ component: 'kubelet', group: '', version: 'v1', resource: 'configmaps' }, 'default', 'steady')
 
   for (const [method, path, body] of [
     ['POST', '/api/v1/namespaces/default/configmaps', configMap('offline-new')],
@@ -172,7 +172,7 @@ t.test('offline writes: a clear 503 Status and nothing written; the node Lease r
     t.match(status, { kind: 'Status', reason: 'ServiceUnavailable', code: 503 }, `${method}: a Status`)
     t.match(status.message, /nothing was written/)
   }
-  const after = h.hub.store.get({ component: 'kubelet', group: '', version: 'v1', resource: 'configmaps' }, 'default', 'steady')
+  const after = await h.hub.store.get({ component: 'kubelet', group: '', version: 'v1', resource: 'configmaps' }, 'default', 'steady')
   t.same(after?.body, before?.body, 'the cached object is unchanged')
   t.ok(before, 'it was cached in the first place')
 

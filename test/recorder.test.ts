@@ -28,7 +28,7 @@ t.test('a protobuf list, then the recorded watch stream, leave the cache where t
   const list = classify('GET', '/apis/discovery.k8s.io/v1/endpointslices', kubeProxy)
   await recorder.recordListPage(list, 'protobuf', fixture('list-endpointslices.pb'))
   const key = resourceKeyOf(list)
-  const listed = store.list(key, scopeOf(list))!
+  const listed = (await store.list(key, scopeOf(list)))!
   const original = splitList(decodeUnknown(fixture('list-endpointslices.pb')).raw)
   t.same(listed.items.map(o => o.body), original.items, 'items stored as the raw messages the apiserver sent')
   t.equal(listed.resourceVersion, original.resourceVersion)
@@ -39,10 +39,10 @@ t.test('a protobuf list, then the recorded watch stream, leave the cache where t
   // the same events in JSON say what the end state is
   const events = fixture('watch-endpointslices.json').toString().trim().split('\n').map(l => JSON.parse(l))
   const modified = events.find(e => e.type === 'MODIFIED').object
-  const stored = store.get(key, 'default', modified.metadata.name)!
+  const stored = (await store.get(key, 'default', modified.metadata.name))!
   t.equal(stored.resourceVersion, modified.metadata.resourceVersion, 'MODIFIED replaced the object')
   const added = events.find(e => e.type === 'ADDED').object.metadata.name
-  t.equal(store.get(key, 'default', added), undefined, 'ADDED then DELETED: gone')
+  t.equal(await store.get(key, 'default', added), undefined, 'ADDED then DELETED: gone')
   t.ok(events.some(e => e.type === 'BOOKMARK'), 'bookmarks in the stream were passed over')
 
   // a stored object goes back out as the apiserver would send it

@@ -142,6 +142,8 @@ export class DiskCache {
   /** directories known to exist durably (or being created) */
   private readonly madeDirs = new Map<string, Promise<void>>()
   private readonly dirStates = new Map<string, DirState>()
+  /** bodies of writes started but not yet renamed into place: what read() must see meanwhile */
+  private readonly writing = new Map<string, Buffer>()
   /** temp files this instance is writing right now, so load() leaves them alone */
   private readonly liveTmp = new Set<string>()
 
@@ -211,6 +213,28 @@ export class DiskCache {
       return Promise.reject(error)
     }
     return this.enqueue(location.dir, location.file, undefined)
+  }
+
+  /**
+   * The body of one cached object, as the latest put left it (queued, being written, or on disk);
+   * undefined when it is removed or was never written.
+   */
+  async readBody(key: ResourceKey, namespace: string, name: string): Promise<Buffer | undefined> {
+    const { file } = this.fileFor(key, namespace, name)
+    const queued = this.pending.get(file)
+    if (queued) return queued.data?.body
+    const inFlight = this.writing.get(file)
+    if (inFlight) return inFlight
+    let bytes: Buffer
+    try {
+      bytes = await readFile(file)
+    } catch (error) {
+      if (errorCode(error) === 'ENOENT') return undefined
+      throw error
+    }
+    const parsed = parseFile(bytes, namespace, name)
+    if (typeof parsed === 'string') throw new Error(`disk cache: ${file}: ${parsed}`)
+    return parsed.body
   }
 
   async flush(): Promise<void> {
@@ -295,6 +319,7 @@ export class DiskCache {
       return
     }
     const { header, body } = op.data
+    this.writing.set(op.file, body)
     const base = path.basename(op.file)
     const tmp = path.join(op.dir, `.${base.slice(0, 200)}${tmpMarker}${randomBytes(6).toString('hex')}`)
     this.liveTmp.add(tmp)
@@ -316,6 +341,7 @@ export class DiskCache {
       throw error
     } finally {
       this.liveTmp.delete(tmp)
+      if (this.writing.get(op.file) === body) this.writing.delete(op.file)
     }
   }
 

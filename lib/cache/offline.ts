@@ -56,8 +56,8 @@ function contentTypeOf(format: WireFormat): string {
   return format === 'json' ? 'application/json' : protobufType
 }
 
-export function serveGet(store: CacheStore, info: RequestInfo, accept: string | undefined, res: ServerResponse): void {
-  const object = store.get(resourceKeyOf(info), info.namespace, info.name)
+export async function serveGet(store: CacheStore, info: RequestInfo, accept: string | undefined, res: ServerResponse): Promise<void> {
+  const object = await store.get(resourceKeyOf(info), info.namespace, info.name)
   if (!object) {
     sendStatusObject(res, notFound(info.resource, info.apiGroup, info.name))
     return
@@ -71,7 +71,7 @@ function unreachable(info: RequestInfo): Status {
   return serviceUnavailable(`the apiserver is unreachable and ${info.component || 'this client'} never listed ${info.resource} through this hub, so nothing is cached to answer with`)
 }
 
-export function serveList(store: CacheStore, info: RequestInfo, accept: string | undefined, res: ServerResponse): void {
+export async function serveList(store: CacheStore, info: RequestInfo, accept: string | undefined, res: ServerResponse): Promise<void> {
   let scope
   try {
     scope = scopeOf(info)
@@ -79,7 +79,7 @@ export function serveList(store: CacheStore, info: RequestInfo, accept: string |
     sendStatusObject(res, failure(400, (error as Error).message))
     return
   }
-  const result = store.list(resourceKeyOf(info), scope)
+  const result = await store.list(resourceKeyOf(info), scope)
   if (!result) return sendStatusObject(res, unreachable(info))
   const stored = result.items[0]?.format ?? acceptedFormats(accept)[0] ?? 'json'
   const format = pickFormat(info, accept, stored)
@@ -119,13 +119,13 @@ export interface OfflineWatch {
  * started from, so its reflector neither relists nor skips anything; ended when the cloud is back
  * or timeoutSeconds runs out, and the client re-watches from where it was.
  */
-export function serveWatch(
+export async function serveWatch(
   store: CacheStore,
   info: RequestInfo,
   accept: string | undefined,
   res: ServerResponse,
   bookmarkIntervalMs: number,
-): OfflineWatch | undefined {
+): Promise<OfflineWatch | undefined> {
   const collection = store.find(resourceKeyOf(info))
   if (!collection || (!collection.known && collection.entries.size === 0)) {
     sendStatusObject(res, unreachable(info))
@@ -156,7 +156,7 @@ export function serveWatch(
     } catch {
       scope = undefined
     }
-    for (const object of scope ? (store.list(resourceKeyOf(info), scope)?.items ?? []) : []) {
+    for (const object of scope ? ((await store.list(resourceKeyOf(info), scope))?.items ?? []) : []) {
       if (object.format !== format) continue
       res.write(
         format === 'json'

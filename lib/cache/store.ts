@@ -8,6 +8,7 @@ import type { DiskCache, LoadReport } from './disk.ts'
 import { matchesLabels, parseFieldSelector, parseLabelSelector, fieldValue } from '../selectors.ts'
 import type { FieldSelector, LabelSelector } from '../selectors.ts'
 import { objectMeta } from '../codec/protobuf.ts'
+import { LRUCache } from 'lru-cache'
 
 /** One list or watch scope: what a request selects within a resource. */
 export interface Scope {
@@ -33,11 +34,12 @@ export function vouchedFields(scope: ParsedScope): Record<string, string> | unde
   return Object.fromEntries(terms.map(r => [r.field, r.value]))
 }
 
+/** What the index keeps of an object in memory; the body lives in the LRU and on disk. */
+export type StoredMeta = Omit<CachedObject, 'body'>
+
 interface Entry {
-  object: CachedObject
+  meta: StoredMeta
   labels: Record<string, string>
-  /** the decoded object for JSON entries, so field selectors can be evaluated on any path */
-  document?: unknown
 }
 
 export type Origin = 'cloud' | 'disk'
@@ -59,8 +61,8 @@ export class Collection {
   /** The highest resourceVersion seen: an offline list's version, as the apiserver's would be. */
   maxResourceVersion(): string {
     let max = this.listResourceVersion
-    for (const { object } of this.entries.values()) {
-      const rv = numericVersion(object.resourceVersion)
+    for (const { meta } of this.entries.values()) {
+      const rv = numericVersion(meta.resourceVersion)
       if (rv > max) max = rv
     }
     return max.toString()
@@ -83,37 +85,84 @@ function objectKey(namespace: string, name: string): string {
 }
 
 function toEntry(object: CachedObject): Entry {
-  if (object.format === 'protobuf') return { object, labels: objectMeta(object.body).labels }
-  const document = JSON.parse(object.body.toString()) as { metadata?: { labels?: Record<string, string> } }
-  return { object, labels: document.metadata?.labels ?? {}, document }
+  const { body, ...meta } = object
+  if (object.format === 'protobuf') return { meta, labels: objectMeta(body).labels }
+  const document = JSON.parse(body.toString()) as { metadata?: { labels?: Record<string, string> } }
+  return { meta, labels: document.metadata?.labels ?? {} }
 }
 
-function fieldOf(entry: Entry, path: string): string | undefined {
-  if (path === 'metadata.name') return entry.object.name
-  if (path === 'metadata.namespace') return entry.object.namespace
-  if (entry.document !== undefined) return fieldValue(entry.document, path)
-  return entry.object.fields?.[path]
+/** Field values known without the body: the object's name and namespace, and what a scope vouched for. */
+function knownField(meta: StoredMeta, path: string): string | undefined {
+  if (path === 'metadata.name') return meta.name
+  if (path === 'metadata.namespace') return meta.namespace
+  return meta.fields?.[path]
 }
 
-export function matchesScope(entry: Entry, scope: ParsedScope): boolean {
-  if (scope.namespace && entry.object.namespace !== scope.namespace) return false
+/**
+ * Whether an entry is in a scope. Field selectors on other paths need the JSON body (`document`);
+ * a protobuf object outside any scope that vouched for the field never matches: the hub does not
+ * decode it beyond ObjectMeta.
+ */
+function matchesScope(entry: Entry, scope: ParsedScope, document?: () => unknown): boolean {
+  if (scope.namespace && entry.meta.namespace !== scope.namespace) return false
   if (!matchesLabels(scope.labels, entry.labels)) return false
   for (const r of scope.fields.requirements) {
-    const value = fieldOf(entry, r.field)
-    // A field the hub cannot see (a protobuf object outside any scope that vouched for it) never matches.
+    let value = knownField(entry.meta, r.field)
+    if (value === undefined && entry.meta.format === 'json' && document) value = fieldValue(document(), r.field)
     if (value === undefined) return false
     if (r.operator === '!=' ? value === r.value : value !== r.value) return false
   }
   return true
 }
 
+/** Whether a scope can be decided from the index alone, without reading bodies. */
+function needsBodies(scope: ParsedScope): boolean {
+  return scope.fields.requirements.some(r => r.field !== 'metadata.name' && r.field !== 'metadata.namespace')
+}
+
+export interface StoreOptions {
+  /** bytes of object bodies kept in memory; the rest is read back from disk when asked for */
+  maxBodyBytes?: number
+}
+
 export class CacheStore {
   private readonly collections = new Map<string, Collection>()
+  private readonly bodies: LRUCache<string, Buffer>
 
   constructor(
     private readonly disk: DiskCache | undefined,
     private readonly log: Logger,
-  ) {}
+    options: StoreOptions = {},
+  ) {
+    // Without a disk there is nowhere to read an evicted body back from: keep them all.
+    this.bodies = new LRUCache<string, Buffer>({
+      maxSize: disk ? (options.maxBodyBytes ?? 256 * 1024 * 1024) : Number.MAX_SAFE_INTEGER,
+      sizeCalculation: body => Math.max(1, body.length),
+    })
+  }
+
+  private static bodyKey(key: ResourceKey, namespace: string, name: string): string {
+    return `${CacheStore.collectionId(key)}\0${namespace}/${name}`
+  }
+
+  private remember(key: ResourceKey, object: CachedObject): void {
+    this.bodies.set(CacheStore.bodyKey(key, object.namespace, object.name), object.body)
+  }
+
+  /** The object with its body: from memory, or read back from disk after eviction. */
+  private async withBody(key: ResourceKey, meta: StoredMeta): Promise<CachedObject | undefined> {
+    const id = CacheStore.bodyKey(key, meta.namespace, meta.name)
+    let body = this.bodies.get(id)
+    if (!body && this.disk) {
+      body = await this.disk.readBody(key, meta.namespace, meta.name)
+      if (body) this.bodies.set(id, body)
+    }
+    return body ? { ...meta, body } : undefined
+  }
+
+  get memory(): { bodies: number; bytes: number } {
+    return { bodies: this.bodies.size, bytes: this.bodies.calculatedSize }
+  }
 
   static collectionId(key: ResourceKey): string {
     return `${key.component}/${resourceDirName(key)}`
@@ -144,6 +193,7 @@ export class CacheStore {
       const collection = this.collection(key)
       try {
         collection.entries.set(objectKey(object.namespace, object.name), toEntry(object))
+        this.remember(key, object)
       } catch (error) {
         this.log.warn({ component: key.component, resource: key.resource, name: object.name, err: (error as Error).message }, 'cached object unreadable, skipped')
         return
@@ -157,18 +207,31 @@ export class CacheStore {
     return report
   }
 
-  get(key: ResourceKey, namespace: string, name: string): CachedObject | undefined {
-    return this.find(key)?.entries.get(objectKey(namespace, name))?.object
+  async get(key: ResourceKey, namespace: string, name: string): Promise<CachedObject | undefined> {
+    const entry = this.find(key)?.entries.get(objectKey(namespace, name))
+    return entry ? this.withBody(key, entry.meta) : undefined
   }
 
   /** The objects of a scope, or undefined when the hub never saw this resource listed for this component. */
-  list(key: ResourceKey, scope: ParsedScope): { items: CachedObject[]; resourceVersion: string; collection: Collection } | undefined {
+  async list(key: ResourceKey, scope: ParsedScope): Promise<{ items: CachedObject[]; resourceVersion: string; collection: Collection } | undefined> {
     const collection = this.find(key)
     if (!collection || (!collection.known && collection.entries.size === 0)) return undefined
+    const resourceVersion = collection.maxResourceVersion()
     const items: CachedObject[] = []
-    for (const entry of collection.entries.values()) if (matchesScope(entry, scope)) items.push(entry.object)
+    const bodies = needsBodies(scope)
+    for (const entry of [...collection.entries.values()]) {
+      let object: CachedObject | undefined
+      const document = () => JSON.parse(object!.body.toString())
+      if (bodies) {
+        object = await this.withBody(key, entry.meta)
+        if (!object) continue
+      }
+      if (!matchesScope(entry, scope, document)) continue
+      object ??= await this.withBody(key, entry.meta)
+      if (object) items.push(object)
+    }
     items.sort((a, b) => (a.namespace === b.namespace ? cmp(a.name, b.name) : cmp(a.namespace, b.namespace)))
-    return { items, resourceVersion: collection.maxResourceVersion(), collection }
+    return { items, resourceVersion, collection }
   }
 
   /** A get response, or a watch ADDED/MODIFIED: stored unless the cache already holds something newer. */
@@ -177,8 +240,9 @@ export class CacheStore {
     this.learnKind(collection, object)
     const id = objectKey(object.namespace, object.name)
     const current = collection.entries.get(id)
-    if (current && !isNewer(object.resourceVersion, current.object.resourceVersion)) return
+    if (current && !isNewer(object.resourceVersion, current.meta.resourceVersion)) return
     collection.entries.set(id, toEntry(object))
+    this.remember(key, object)
     collection.lastUpdate = Date.now()
     collection.origin = 'cloud'
     await this.disk?.put(key, object)
@@ -187,6 +251,7 @@ export class CacheStore {
   async remove(key: ResourceKey, namespace: string, name: string): Promise<void> {
     const collection = this.find(key)
     if (!collection?.entries.delete(objectKey(namespace, name))) return
+    this.bodies.delete(CacheStore.bodyKey(key, namespace, name))
     collection.lastUpdate = Date.now()
     await this.disk?.remove(key, namespace, name)
   }
@@ -209,9 +274,11 @@ export class CacheStore {
     const listed = new Set(items.map(o => objectKey(o.namespace, o.name)))
     const writes: Promise<void>[] = []
     for (const [id, entry] of collection.entries) {
+      // Without bodies, a field selector on other paths is decided from vouched-for values only.
       if (!listed.has(id) && matchesScope(entry, scope)) {
         collection.entries.delete(id)
-        writes.push(this.disk?.remove(key, entry.object.namespace, entry.object.name) ?? Promise.resolve())
+        this.bodies.delete(CacheStore.bodyKey(key, entry.meta.namespace, entry.meta.name))
+        writes.push(this.disk?.remove(key, entry.meta.namespace, entry.meta.name) ?? Promise.resolve())
       }
     }
     for (const object of items) writes.push(this.put(key, object))

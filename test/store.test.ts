@@ -1,0 +1,46 @@
+// The cache index: bodies beyond the memory budget are read back from disk, scopes do not
+// overwrite each other, and nothing goes back in time.
+import t from 'tap'
+import { mkdtempSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { pino } from 'pino'
+import { DiskCache } from '../lib/cache/disk.ts'
+import { CacheStore, parseScope } from '../lib/cache/store.ts'
+import type { CachedObject, ResourceKey } from '../lib/cache/types.ts'
+
+const log = pino({ level: 'silent' })
+const key: ResourceKey = { component: 'kubelet', group: '', version: 'v1', resource: 'configmaps' }
+const all = parseScope({ namespace: '', labelSelector: '', fieldSelector: '' })
+
+function configMap(name: string, rv: number, labels: Record<string, string> = {}): CachedObject {
+  const object = { kind: 'ConfigMap', apiVersion: 'v1', metadata: { name, namespace: 'default', resourceVersion: String(rv), labels }, data: { pad: 'x'.repeat(200) } }
+  return { apiVersion: 'v1', kind: 'ConfigMap', namespace: 'default', name, resourceVersion: String(rv), format: 'json', body: Buffer.from(JSON.stringify(object)) }
+}
+
+t.test('bodies over the memory budget are evicted and read back from disk', async t => {
+  const disk = await DiskCache.open(mkdtempSync(path.join(os.tmpdir(), 'outpost-store-')), log)
+  const store = new CacheStore(disk, log, { maxBodyBytes: 2_000 })
+  const objects = Array.from({ length: 50 }, (_, i) => configMap(`cm-${String(i).padStart(2, '0')}`, 100 + i))
+  await store.replaceScope(key, all, { items: objects, kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '200' })
+  t.ok(store.memory.bytes <= 2_000, `memory holds ${store.memory.bytes} bytes of bodies, within the budget`)
+  t.ok(store.memory.bodies < 50, 'some bodies were evicted')
+  const listed = (await store.list(key, all))!
+  t.same(listed.items.map(o => o.body.toString()), objects.map(o => o.body.toString()), 'every body comes back, from memory or disk')
+  t.equal(listed.resourceVersion, '200', 'the list version is the highest seen')
+  t.same((await store.get(key, 'default', 'cm-00'))?.body, objects[0].body)
+  const onField = (await store.list(key, parseScope({ namespace: '', labelSelector: '', fieldSelector: 'data.pad!=y' })))!
+  t.equal(onField.items.length, 50, 'field selectors on JSON paths read evicted bodies too')
+})
+
+t.test('an older version never replaces a newer one; scopes replace only their own objects', async t => {
+  const store = new CacheStore(undefined, log)
+  await store.put(key, configMap('a', 10, { app: 'a' }))
+  await store.put(key, configMap('a', 5, { app: 'a' }))
+  t.equal((await store.get(key, 'default', 'a'))?.resourceVersion, '10')
+  await store.put(key, configMap('b', 11, { app: 'b' }))
+  const onlyA = parseScope({ namespace: 'default', labelSelector: 'app=a', fieldSelector: '' })
+  await store.replaceScope(key, onlyA, { items: [], kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '12' })
+  t.equal(await store.get(key, 'default', 'a'), undefined, 'gone from the cloud: gone from its scope')
+  t.ok(await store.get(key, 'default', 'b'), 'an object of another scope is untouched')
+})
