@@ -204,6 +204,11 @@ export const flags: readonly FlagSpec[] = [
     parse: components,
   }),
   spec({
+    flag: 'cache-memory', env: 'OUTPOST_CACHE_MEMORY', arg: 'MIB', key: 'cacheMemoryMiB', default: String(defaults.cacheMemoryMiB),
+    help: 'MiB of cached object bodies kept in memory; the rest is read from disk when needed',
+    parse: values => positiveInteger(last(values)),
+  }),
+  spec({
     flag: 'health-interval', env: 'OUTPOST_HEALTH_INTERVAL', arg: 'DURATION', key: 'healthIntervalMs', default: `${defaults.healthIntervalMs / 1000}s`,
     help: 'how often each apiserver is probed (GET /readyz)',
     parse: values => duration(last(values)),

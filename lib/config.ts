@@ -24,6 +24,8 @@ export interface HubConfig {
   logLevel: LogLevel
   /** components whose reads are cached (User-Agent up to '/'); '*' for all */
   cacheComponents: string[]
+  /** MiB of object bodies kept in memory; the rest is read back from disk */
+  cacheMemoryMiB: number
   /** cloud health probing: period, per-probe timeout, consecutive failures to go offline, successes to come back */
   healthIntervalMs: number
   healthTimeoutMs: number
@@ -38,6 +40,7 @@ export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
   cacheDir: '/var/lib/outpost/cache',
   logLevel: 'info',
   cacheComponents: ['kubelet', 'kube-proxy', 'coredns', 'flanneld', 'outpost'],
+  cacheMemoryMiB: 256,
   healthIntervalMs: 5_000,
   healthTimeoutMs: 2_000,
   healthFailures: 3,

@@ -83,7 +83,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
   })
 
   const disk = await DiskCache.open(config.cacheDir, log)
-  const store = new CacheStore(disk, log)
+  const store = new CacheStore(disk, log, { maxBodyBytes: config.cacheMemoryMiB * 1024 * 1024 })
   const report = await store.load()
   metrics.cacheLoadErrors.inc(report?.failed.length ?? 0)
   metrics.cacheLoadedObjects.set(report?.loaded ?? 0)
