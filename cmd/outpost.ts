@@ -1,5 +1,6 @@
 // The outpost command: flags and environment → HubConfig → start. With no apiserver given it
 // runs the demo: the embedded apiserver simulator with a three-pool cluster behind the hub.
+import { mkdtempSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { parseFlags, usage, UsageError } from './flags.ts'
@@ -50,8 +51,8 @@ async function main(): Promise<void> {
       ...config,
       servers: [new URL(simulator.url)],
       nodeName: given('--node-name', 'OUTPOST_NODE_NAME') ? config.nodeName : demoNode,
-      // a newcomer's machine has no /var/lib/outpost; the demo keeps its cache in the temp dir
-      cacheDir: given('--cache-dir', 'OUTPOST_CACHE_DIR') ? config.cacheDir : path.join(os.tmpdir(), 'outpost-demo-cache'),
+      // a newcomer's machine has no /var/lib/outpost; each demo run caches its own fresh cluster in a temp dir
+      cacheDir: given('--cache-dir', 'OUTPOST_CACHE_DIR') ? config.cacheDir : mkdtempSync(path.join(os.tmpdir(), 'outpost-demo-cache-')),
     }
   }
 
