@@ -51,3 +51,6 @@ export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
 export function defaultNodeName(): string {
   return os.hostname().toLowerCase()
 }
+
+/** The User-Agent of the hub's own requests (health probes, later the topology context). */
+export const hubUserAgent = 'outpost/v0.1.0'

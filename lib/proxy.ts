@@ -18,6 +18,7 @@ import { scopeOf } from './cache/recorder.ts'
 import { vouchedFields } from './cache/store.ts'
 import { formatOf } from './cache/decode.ts'
 import { serveGet, serveList, serveWatch } from './cache/offline.ts'
+import { serveDocument } from './cache/documents.ts'
 import type { LiveStreams } from './streams.ts'
 
 export interface ProxyOptions {
@@ -67,6 +68,7 @@ export async function forward(req: IncomingMessage, res: ServerResponse, options
     }
   }
   const cacheable = options.cache?.policy.isCacheable(info) ?? false
+  const document = options.cache?.policy.isCacheableDocument(info) ?? false
   if (!options.cloud.isOnline()) {
     await answerOffline(info, req, res, body, options, options.cloud.outage())
     logRequest(options.log, info, res.statusCode, started, 'cache')
@@ -87,7 +89,7 @@ export async function forward(req: IncomingMessage, res: ServerResponse, options
     if (clientGone.aborted) return
     if (error instanceof UpstreamUnavailableError) {
       options.log.warn({ component: info.component, verb: info.verb, path: info.path, err: error.message }, 'upstream unavailable')
-      if (cacheable) return answerOffline(info, req, res, body, options, error.message)
+      if (cacheable || document) return answerOffline(info, req, res, body, options, error.message)
       return sendStatus(res, serviceUnavailable(error.message))
     }
     const message = `apiserver connection failed before it answered (the request may have been applied): ${describeError(error)}`
@@ -95,10 +97,17 @@ export async function forward(req: IncomingMessage, res: ServerResponse, options
     return sendStatus(res, serviceUnavailable(message))
   }
 
-  const format = formatOf(upstreamRes.headers['content-type'] as string | undefined)
-  const recorder = cacheable && upstreamRes.statusCode === 200 && format ? options.cache?.recorder : undefined
-  if (recorder && format && !isWatch(info)) {
-    await recordThenSend(recorder, info, format, upstreamRes, res)
+  const contentType = (upstreamRes.headers['content-type'] as string | undefined) ?? ''
+  const format = formatOf(contentType)
+  const recorder = upstreamRes.statusCode === 200 && ((cacheable && format) || document) ? options.cache?.recorder : undefined
+  if (recorder && !isWatch(info)) {
+    await recordThenSend(upstreamRes, res, decoded =>
+      document
+        ? recorder.recordDocument(info, contentType, decoded)
+        : info.verb === 'list'
+          ? recorder.recordListPage(info, format!, decoded)
+          : recorder.recordObject(info, format!, decoded),
+    )
   } else {
     res.writeHead(upstreamRes.statusCode, clientResponseHeaders(upstreamRes.headers))
     const framing = framingOf(upstreamRes.headers['content-type'] as string | undefined)
@@ -122,13 +131,7 @@ export async function forward(req: IncomingMessage, res: ServerResponse, options
  * then sent, exactly as the apiserver sent it (gzip included): an object a client has seen is an
  * object a restarted hub still has.
  */
-async function recordThenSend(
-  recorder: Recorder,
-  info: RequestInfo,
-  format: 'json' | 'protobuf',
-  upstreamRes: UpstreamResponse,
-  res: ServerResponse,
-): Promise<void> {
+async function recordThenSend(upstreamRes: UpstreamResponse, res: ServerResponse, record: (decoded: Buffer) => Promise<void>): Promise<void> {
   let raw: Buffer
   try {
     const chunks: Buffer[] = []
@@ -149,10 +152,7 @@ async function recordThenSend(
   } else if (encoding) {
     decoded = undefined
   }
-  if (decoded) {
-    if (info.verb === 'list') await recorder.recordListPage(info, format, decoded)
-    else await recorder.recordObject(info, format, decoded)
-  }
+  if (decoded) await record(decoded)
   const headers = clientResponseHeaders(upstreamRes.headers)
   headers['content-length'] = raw.length
   res.writeHead(upstreamRes.statusCode, headers)
@@ -178,6 +178,10 @@ async function answerOffline(
   reason: string,
 ): Promise<void> {
   const cache = options.cache
+  if (cache?.policy.isCacheableDocument(info) && (await serveDocument(cache.recorder.store, info, req.headers.accept, res))) {
+    options.onServedFromCache?.(info)
+    return
+  }
   if (cache?.policy.isCacheable(info)) {
     const store = cache.recorder.store
     const accept = req.headers.accept

@@ -8,6 +8,7 @@ import net from 'node:net'
 import tls from 'node:tls'
 import type { ConnectionOptions } from 'node:tls'
 import type { UpstreamCredentials } from './kubeconfig.ts'
+import { hubUserAgent } from './config.ts'
 
 export interface UpstreamRequest {
   method: string
@@ -217,7 +218,7 @@ export class Upstream {
     const state = this.states.find(s => s.url === server)
     if (!state) return false
     // reset: the probe's connection closes after it, so probing never holds sockets open
-    const res = await state.nodePool.request({ method: 'GET', path: `${state.url.pathname.replace(/\/$/, '')}/readyz`, signal, reset: true })
+    const res = await state.nodePool.request({ method: 'GET', path: `${state.url.pathname.replace(/\/$/, '')}/readyz`, headers: { 'user-agent': hubUserAgent }, signal, reset: true })
     await res.body.dump()
     return res.statusCode === 200
   }

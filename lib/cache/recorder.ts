@@ -7,6 +7,7 @@ import type { ResourceKey, CachedObject, WireFormat } from './types.ts'
 import { CacheStore, parseScope, vouchedFields } from './store.ts'
 import type { ParsedScope } from './store.ts'
 import { decodeEvent, decodeList, decodeObject } from './decode.ts'
+import { documentFor, documentsKey, isDiscoveryDocument } from './documents.ts'
 
 export const defaultCachedComponents = ['kubelet', 'kube-proxy', 'coredns', 'flanneld', 'outpost']
 
@@ -32,6 +33,11 @@ export class CachePolicy {
     if (info.verb !== 'get' && info.verb !== 'list' && info.verb !== 'watch') return false
     if (info.subresource !== '' && info.subresource !== 'status') return false
     return !uncachedResources.has(info.resource)
+  }
+
+  /** A discovery document a cached component reads before its first request. */
+  isCacheableDocument(info: RequestInfo): boolean {
+    return this.cachesComponent(info.component) && isDiscoveryDocument(info)
   }
 }
 
@@ -71,6 +77,16 @@ export class Recorder {
       if (info.subresource === 'status' || object.kind !== 'Status') await this.store.put(resourceKeyOf(info), object)
     } catch (error) {
       this.warn(info, error, 'object')
+    }
+  }
+
+  async recordDocument(info: RequestInfo, contentType: string, body: Buffer): Promise<void> {
+    try {
+      JSON.parse(body.toString()) // only a whole JSON document is worth keeping
+      const document = documentFor(info, contentType, body)
+      if (document) await this.store.put(documentsKey(info.component), document)
+    } catch (error) {
+      this.warn(info, error, 'discovery document')
     }
   }
 

@@ -1,0 +1,72 @@
+// Discovery documents (/api, /apis, /api/v1, /apis/<group>/<version>, /version): clients such as
+// kubectl read them before anything else, so a component that is cached gets them cached too, or
+// it could not even start a request offline. Kept per component like objects, one file each, and
+// per representation (legacy, or aggregated discovery with `;as=APIGroupDiscoveryList`).
+import type { ServerResponse } from 'node:http'
+import type { RequestInfo } from '../requestinfo.ts'
+import type { CachedObject, ResourceKey } from './types.ts'
+import type { CacheStore } from './store.ts'
+
+const discoveryPath = /^\/(version|api|apis|api\/v1|apis\/[a-z0-9.-]+|apis\/[a-z0-9.-]+\/[a-z0-9]+)\/?$/
+
+export function isDiscoveryDocument(info: RequestInfo): boolean {
+  return !info.isResourceRequest && info.verb === 'get' && discoveryPath.test(info.path)
+}
+
+export function documentsKey(component: string): ResourceKey {
+  return { component, group: '', version: 'outpost', resource: 'discovery' }
+}
+
+interface MediaType {
+  type: string
+  params: Record<string, string>
+}
+
+function parseMediaType(value: string): MediaType {
+  const [type, ...params] = value.split(';').map(p => p.trim())
+  return {
+    type: type.toLowerCase(),
+    params: Object.fromEntries(params.map(p => p.split('=').map(s => s.trim())).filter(kv => kv.length === 2 && kv[0] !== 'q')),
+  }
+}
+
+/** The file name of one representation of one document: /apis/apps/v1 as aggregated → apis.apps.v1:apigroupdiscoverylist */
+function documentName(path: string, representation: string | undefined): string {
+  const base = path.replace(/^\/|\/$/g, '').replaceAll('/', '.')
+  return representation ? `${base}:${representation.toLowerCase()}` : base
+}
+
+export function documentFor(info: RequestInfo, contentType: string, body: Buffer): CachedObject | undefined {
+  const media = parseMediaType(contentType)
+  if (media.type !== 'application/json') return undefined
+  return {
+    apiVersion: 'v1',
+    kind: 'DiscoveryDocument',
+    namespace: '',
+    name: documentName(info.path, media.params.as),
+    resourceVersion: '',
+    format: 'json',
+    body,
+    fields: { contentType },
+  }
+}
+
+/** Answers from the first cached representation the Accept header allows, in its order. */
+export async function serveDocument(store: CacheStore, info: RequestInfo, accept: string | undefined, res: ServerResponse): Promise<boolean> {
+  for (const wanted of (accept ?? '*/*').split(',').map(parseMediaType)) {
+    if (wanted.type !== 'application/json' && wanted.type !== '*/*') continue
+    const document = await store.get(documentsKey(info.component), '', documentName(info.path, wanted.params.as))
+    if (!document) continue
+    const stored = parseMediaType(document.fields?.contentType ?? 'application/json')
+    if (wanted.params.as && (stored.params.g !== wanted.params.g || stored.params.v !== wanted.params.v)) continue
+    res.writeHead(200, {
+      'content-type': document.fields?.contentType ?? 'application/json',
+      'content-length': document.body.length,
+      'cache-control': 'no-cache, private',
+      'x-outpost-cache': 'hit',
+    })
+    res.end(document.body)
+    return true
+  }
+  return false
+}
