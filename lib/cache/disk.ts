@@ -21,17 +21,8 @@ export interface LoadReport {
   failed: { path: string; reason: string }[]
 }
 
-interface FileHeader {
-  v: 1
-  apiVersion: string
-  kind: string
-  namespace: string
-  name: string
-  resourceVersion: string
-  format: WireFormat
-  size: number
-  fields?: Record<string, string>
-}
+/** The first line of a cache file: the object without its body, a format version and the body's size. */
+type FileHeader = Omit<CachedObject, 'body'> & { v: 1; size: number }
 
 /** fs operations in flight at once (they run on libuv's thread pool, 4 threads unless UV_THREADPOOL_SIZE says otherwise) */
 const maxInFlight = 32
