@@ -9,7 +9,7 @@ import { chmod, mkdir, open, readdir, readFile, rename, unlink } from 'node:fs/p
 import path from 'node:path'
 import type { Logger } from 'pino'
 import { clusterScopeDir, resourceDirName } from './types.ts'
-import type { CachedObject, ResourceKey, WireFormat } from './types.ts'
+import type { CachedObject, ResourceKey } from './types.ts'
 
 export interface DiskEntry {
   key: ResourceKey
