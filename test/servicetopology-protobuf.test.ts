@@ -1,0 +1,491 @@
+import t, { type Test } from 'tap'
+import { readFileSync } from 'node:fs'
+import {
+  type ServiceTopologyInput,
+  filterEndpointsRaw,
+  filterProtobufBody,
+  filterProtobufWatchFrame,
+} from '../filters/servicetopology-protobuf.ts'
+import { type EndpointPlace, type TopologyContext, decideTopology, nodePoolLabel, topologyAnnotation } from '../filters/topology.ts'
+import { ProtobufError, assembleList, decodeUnknown, decodeWatchEvent, encodeUnknown, objectMeta, splitList } from '../lib/codec/protobuf.ts'
+import { FieldReader, lenFieldSize, writeBytesField, writeStringField } from '../lib/codec/wire.ts'
+
+const dir = new URL('./fixtures/apiserver-v1.24/', import.meta.url)
+const bytes = (name: string): Buffer => readFileSync(new URL(name, dir))
+const json = (name: string): any => JSON.parse(readFileSync(new URL(name, dir), 'utf8'))
+
+// --- the context: node kind-worker2 of pool shanghai, Services as recorded --------------------
+
+function contextFor(nodeName: string): TopologyContext {
+  const nodes: any[] = json('list-nodes.json').items
+  const labelsOf = new Map<string, Record<string, string>>(nodes.map(n => [n.metadata.name, n.metadata.labels ?? {}]))
+  const mine = labelsOf.get(nodeName) ?? {}
+  const pool = mine[nodePoolLabel]
+  return {
+    nodeName,
+    nodeLabels: mine,
+    poolNodes: new Set(pool === undefined ? [] : nodes.filter(n => n.metadata.labels?.[nodePoolLabel] === pool).map(n => n.metadata.name)),
+    nodeLabelsByName: labelsOf,
+  }
+}
+
+const recordedAnnotations = new Map<string, string>()
+for (const s of json('list-services.json').items) {
+  const a = s.metadata.annotations?.[topologyAnnotation]
+  if (a !== undefined) recordedAnnotations.set(`${s.metadata.namespace}/${s.metadata.name}`, a)
+}
+
+function inputWith(annotations: Map<string, string> | ((ns: string, svc: string) => string | undefined), nodeName = 'kind-worker2'): ServiceTopologyInput & { invalid: string[] } {
+  const invalid: string[] = []
+  return {
+    invalid,
+    topology: contextFor(nodeName),
+    annotationOf: typeof annotations === 'function' ? annotations : (ns, svc) => annotations.get(`${ns}/${svc}`),
+    onInvalid: (ns, svc, reason) => invalid.push(`${ns}/${svc}: ${reason}`),
+  }
+}
+const recorded = () => inputWith(recordedAnnotations)
+
+// --- a protobuf field walker for the checks ----------------------------------------------------
+
+interface Field {
+  field: number
+  /** the whole field: tag, length and payload */
+  all: Buffer
+  payload: Buffer
+}
+
+function fields(buf: Buffer): Field[] {
+  const out: Field[] = []
+  const r = new FieldReader(buf)
+  while (r.next()) out.push({ field: r.field, all: buf.subarray(r.tagStart, r.pos), payload: buf.subarray(r.start, r.end) })
+  return out
+}
+const strings = (buf: Buffer, field: number): string[] => fields(buf).filter(f => f.field === field).map(f => f.payload.toString())
+
+function lenField(field: number, payload: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(lenFieldSize(field, payload.length))
+  writeBytesField(out, 0, field, payload)
+  return out
+}
+
+function frames(stream: Buffer): Buffer[] {
+  const out: Buffer[] = []
+  for (let pos = 0; pos < stream.length; ) {
+    const end = pos + 4 + stream.readUInt32BE(pos)
+    out.push(stream.subarray(pos, end))
+    pos = end
+  }
+  return out
+}
+
+/**
+ * The output slice equals the input slice with some Endpoint fields (2) taken out: every other field
+ * byte-identical and in place, each kept Endpoint byte-identical to an input Endpoint, in order.
+ * Returns the addresses kept.
+ */
+function checkSlice(t: Test, input: Buffer, output: Buffer): string[] {
+  const inFields = fields(input)
+  const outFields = fields(output)
+  t.same(
+    outFields.filter(f => f.field !== 2).map(f => f.all),
+    inFields.filter(f => f.field !== 2).map(f => f.all),
+    'metadata, ports, addressType byte-identical',
+  )
+  const inEndpoints = inFields.filter(f => f.field === 2)
+  let next = 0
+  for (const e of outFields.filter(f => f.field === 2)) {
+    while (next < inEndpoints.length && !inEndpoints[next].all.equals(e.all)) next++
+    t.ok(next < inEndpoints.length, 'kept endpoint byte-identical to an input endpoint, in order')
+    next++
+  }
+  // the order of fields: the endpoints that stay sit where they were
+  const order = (fs: Field[]) => fs.map(f => f.field).filter((f, i, a) => f !== 2 || a[i - 1] !== 2)
+  t.same(order(outFields).filter(f => f !== 2), order(inFields).filter(f => f !== 2))
+  return outFields.filter(f => f.field === 2).flatMap(f => strings(f.payload, 1))
+}
+
+function sliceName(raw: Buffer): string {
+  return objectMeta(raw).name
+}
+
+/** Reference answer from the JSON twin: which addresses the topology keeps. */
+function expectedFromJson(slice: any, input: ServiceTopologyInput): string[] {
+  const annotation = input.annotationOf(slice.metadata.namespace, slice.metadata.labels?.['kubernetes.io/service-name'])
+  const endpoints: any[] = slice.endpoints ?? []
+  const places: EndpointPlace[] = endpoints.map(e => ({
+    nodeName: e.nodeName ?? e.topology?.['kubernetes.io/hostname'],
+    zone: e.zone ?? e.topology?.['topology.kubernetes.io/zone'],
+  }))
+  const d = decideTopology(annotation, places, input.topology)
+  return endpoints.filter((_, i) => d.kind === 'unchanged' || d.keep[i]).flatMap(e => e.addresses)
+}
+
+// --- lists -------------------------------------------------------------------------------------
+
+t.test('list-endpointslices.pb', async t => {
+  const body = bytes('list-endpointslices.pb')
+  const input = recorded()
+  const out = filterProtobufBody(body, input)
+  t.ok(out.changed)
+  t.equal(out.dropped, 3, 'svc-ud1 drops 2, svc-host drops 1')
+  t.same(input.invalid, [])
+
+  const before = decodeUnknown(body)
+  const after = decodeUnknown(out.body)
+  t.equal(after.apiVersion, 'discovery.k8s.io/v1')
+  t.equal(after.kind, 'EndpointSliceList')
+  t.same(
+    fields(out.body.subarray(4)).filter(f => f.field !== 2).map(f => f.all),
+    fields(body.subarray(4)).filter(f => f.field !== 2).map(f => f.all),
+    'Unknown envelope fields other than raw byte-identical',
+  )
+  t.same(
+    fields(after.raw).filter(f => f.field !== 2).map(f => f.all),
+    fields(before.raw).filter(f => f.field !== 2).map(f => f.all),
+    'ListMeta byte-identical',
+  )
+  const inList = splitList(before.raw)
+  const outList = splitList(after.raw)
+  t.equal(outList.resourceVersion, inList.resourceVersion)
+  t.equal(outList.items.length, inList.items.length, 'same number of items')
+  // the envelope is exactly what the apiserver would write for these items
+  t.ok(encodeUnknown({ apiVersion: after.apiVersion, kind: after.kind, raw: assembleList(outList) }).equals(out.body), 'lengths and envelope canonical')
+
+  const jsonItems: any[] = json('list-endpointslices.json').items
+  const kept = new Map<string, string[]>()
+  for (let i = 0; i < inList.items.length; i++) {
+    const name = sliceName(inList.items[i])
+    t.equal(sliceName(outList.items[i]), name, 'items in order')
+    t.same(objectMeta(outList.items[i]), objectMeta(inList.items[i]))
+    kept.set(name, checkSlice(t, inList.items[i], outList.items[i]))
+    const twin = jsonItems.find(j => j.metadata.name === name)
+    t.same(kept.get(name), expectedFromJson(twin, input), `${name}: as the JSON twin says`)
+  }
+  t.same(kept.get('svc-ud1-abcde'), ['10.244.1.3', '10.244.3.2'])
+  t.same(kept.get('svc-host-klmno'), ['10.244.1.3'])
+  t.same(kept.get('svc-ud1-without-topology-fghij'), ['10.244.2.3', '10.244.1.3'])
+  t.same(kept.get('kubernetes'), ['192.0.2.2'])
+  const index = (name: string) => inList.items.findIndex(i => sliceName(i) === name)
+  t.ok(outList.items[index('kubernetes')].equals(inList.items[index('kubernetes')]), 'kubernetes slice byte-identical')
+  t.ok(outList.items[index('svc-ud1-without-topology-fghij')].equals(inList.items[index('svc-ud1-without-topology-fghij')]))
+})
+
+t.test('filterEndpointsRaw on list items', async t => {
+  const items = splitList(decodeUnknown(bytes('list-endpointslices.pb')).raw).items
+  const input = recorded()
+  for (const item of items) {
+    const r = filterEndpointsRaw('discovery.k8s.io/v1', 'EndpointSlice', item, input)
+    if (sliceName(item) === 'svc-ud1-abcde') {
+      t.ok(r.changed)
+      t.equal(r.dropped, 2)
+      t.same(checkSlice(t, item, r.raw), ['10.244.1.3', '10.244.3.2'])
+    } else if (sliceName(item) === 'svc-host-klmno') {
+      t.equal(r.dropped, 1)
+      t.same(checkSlice(t, item, r.raw), ['10.244.1.3'])
+    } else {
+      t.equal(r.raw, item, `${sliceName(item)}: the same Buffer`)
+      t.notOk(r.changed)
+    }
+  }
+  // other kinds, other versions: the same Buffer
+  const pod = decodeUnknown(bytes('list-pods-kind-worker2.pb'))
+  for (const [apiVersion, kind] of [['v1', 'Pod'], ['discovery.k8s.io/v2', 'EndpointSlice'], ['v2', 'Endpoints']]) {
+    const r = filterEndpointsRaw(apiVersion, kind, items[1], input)
+    t.equal(r.raw, items[1])
+    t.same([r.changed, r.dropped], [false, 0])
+  }
+  t.equal(filterEndpointsRaw('v1', 'PodList', pod.raw, input).raw, pod.raw)
+})
+
+t.test('a single key with no match: the slice stays, with no endpoints', async t => {
+  const body = bytes('list-endpointslices.pb')
+  // kind-control-plane hosts none of the endpoints; its pool beijing has none either
+  const input = inputWith(new Map([['default/svc-ud1', 'kubernetes.io/hostname'], ['default/svc-host', 'openyurt.io/nodepool']]), 'kind-control-plane')
+  const out = filterProtobufBody(body, input)
+  t.equal(out.dropped, 6)
+  const inItems = splitList(decodeUnknown(body).raw).items
+  const outItems = splitList(decodeUnknown(out.body).raw).items
+  t.equal(outItems.length, 4)
+  for (let i = 0; i < inItems.length; i++) {
+    const name = sliceName(inItems[i])
+    if (name === 'svc-ud1-abcde' || name === 'svc-host-klmno') {
+      t.equal(fields(outItems[i]).filter(f => f.field === 2).length, 0, `${name}: field 2 absent`)
+      t.same(fields(outItems[i]).map(f => f.all), fields(inItems[i]).filter(f => f.field !== 2).map(f => f.all), `${name}: everything else identical`)
+    } else t.ok(outItems[i].equals(inItems[i]))
+  }
+})
+
+t.test('unchanged input: the same Buffer', async t => {
+  // Services without the annotation
+  const none = inputWith(new Map())
+  for (const name of ['list-endpointslices.pb', 'get-endpointslice-v1beta1.pb', 'get-endpoints-svc-ud1.pb']) {
+    const body = bytes(name)
+    const out = filterProtobufBody(body, none)
+    t.equal(out.body, body, `${name}: the same Buffer`)
+    t.same([out.changed, out.dropped], [false, 0])
+  }
+  // other kinds, annotated or not
+  for (const name of ['list-pods-kind-worker2.pb', 'list-services.pb', 'list-services.metadata.pb', 'get-lease-kind-worker2.pb', 'get-node-kind-worker2.pb']) {
+    const body = bytes(name)
+    t.equal(filterProtobufBody(body, inputWith(() => 'kubernetes.io/hostname')).body, body, `${name}: the same Buffer`)
+  }
+  // everything kept (the `*` key, or a pool holding every node): the same Buffer
+  const all = filterProtobufBody(bytes('list-endpointslices.pb'), inputWith(() => '*'))
+  t.notOk(all.changed)
+  const body = bytes('get-endpoints-svc-ud1.pb')
+  t.equal(filterProtobufBody(body, inputWith(() => 'kubernetes.io/hostname,*', 'kind-control-plane')).body, body)
+})
+
+t.test('an invalid annotation: reported, the object unchanged', async t => {
+  const body = bytes('list-endpointslices.pb')
+  const input = inputWith(new Map([['default/svc-ud1', '*,kubernetes.io/hostname']]))
+  const out = filterProtobufBody(body, input)
+  t.equal(out.body, body)
+  t.equal(input.invalid.length, 1)
+  t.match(input.invalid[0], /^default\/svc-ud1: /)
+})
+
+// --- watch ---------------------------------------------------------------------------------------
+
+t.test('watch-endpointslices.pb frames', async t => {
+  const all = frames(bytes('watch-endpointslices.pb'))
+  t.equal(all.length, 5)
+  const input = recorded()
+  const types: string[] = []
+  for (const frame of all) {
+    const event = decodeWatchEvent(frame)
+    types.push(event.type)
+    const out = filterProtobufWatchFrame(frame, input)
+    if (event.type === 'BOOKMARK') {
+      t.equal(out.frame, frame, 'BOOKMARK: the same Buffer')
+      t.notOk(out.changed)
+      continue
+    }
+    const raw = decodeUnknown(event.object).raw
+    const name = sliceName(raw)
+    if (name !== 'svc-ud1-abcde') {
+      // svc-ud1-zzzzz has its one endpoint on kind-worker2: kept
+      t.equal(out.frame, frame, `${event.type} ${name}: the same Buffer`)
+      continue
+    }
+    t.ok(out.changed)
+    t.equal(out.dropped, 1)
+    t.equal(out.frame.readUInt32BE(0), out.frame.length - 4, 'length prefix')
+    const after = decodeWatchEvent(out.frame)
+    t.equal(after.type, event.type)
+    // the frame's own fields other than the object, and the envelope, as the apiserver would write them
+    const rebuiltObject = decodeUnknown(after.object)
+    t.equal(rebuiltObject.apiVersion, 'discovery.k8s.io/v1')
+    t.equal(rebuiltObject.kind, 'EndpointSlice')
+    t.ok(encodeUnknown(rebuiltObject).equals(after.object), 'Unknown envelope lengths')
+    t.same(checkSlice(t, raw, rebuiltObject.raw), ['10.244.1.3', '10.244.3.2'])
+    const twin = readFileSync(new URL('watch-endpointslices.json', dir), 'utf8').trim().split('\n').map(l => JSON.parse(l))[0].object
+    t.same(expectedFromJson(twin, input), ['10.244.1.3', '10.244.3.2'])
+  }
+  t.same(types, ['MODIFIED', 'ADDED', 'DELETED', 'BOOKMARK', 'BOOKMARK'])
+  // not at home anywhere: ADDED and DELETED lose their endpoint too
+  const away = inputWith(new Map([['default/svc-ud1', 'kubernetes.io/hostname']]), 'kind-worker3')
+  const added = filterProtobufWatchFrame(all[1], away)
+  t.equal(added.dropped, 1)
+  t.equal(added.frame.readUInt32BE(0), added.frame.length - 4)
+  t.same(fields(decodeUnknown(decodeWatchEvent(added.frame).object).raw).filter(f => f.field === 2), [])
+  t.equal(filterProtobufWatchFrame(all[3], away).frame, all[3])
+})
+
+t.test('watch ERROR frames pass as they are', async t => {
+  const frame = frames(bytes('watch-expired.pb'))[0]
+  t.equal(decodeWatchEvent(frame).type, 'ERROR')
+  t.equal(filterProtobufWatchFrame(frame, inputWith(() => 'kubernetes.io/hostname')).frame, frame)
+})
+
+// --- v1beta1 slices and core Endpoints -----------------------------------------------------------
+
+t.test('get-endpointslice-v1beta1.pb: the node from the topology map', async t => {
+  const body = bytes('get-endpointslice-v1beta1.pb')
+  const twin = json('get-endpointslice-v1beta1.json')
+  for (const annotation of ['openyurt.io/nodepool', 'kubernetes.io/hostname', 'topology.kubernetes.io/zone', 'topology.kubernetes.io/region']) {
+    const input = inputWith(new Map([['default/svc-ud1', annotation]]))
+    const out = filterProtobufBody(body, input)
+    const before = decodeUnknown(body)
+    const after = decodeUnknown(out.body)
+    t.equal(after.apiVersion, 'discovery.k8s.io/v1beta1')
+    t.ok(encodeUnknown(after).equals(out.body), 'envelope')
+    const expected = expectedFromJson(twin, input)
+    t.same(checkSlice(t, before.raw, after.raw), expected, `${annotation}: as the JSON twin says`)
+    if (annotation === 'topology.kubernetes.io/region') {
+      // kind-worker (east) and kind-worker2 (east): both kept
+      t.same(expected, ['10.244.2.3', '10.244.1.3'])
+      t.equal(out.body, body)
+    } else {
+      t.same(expected, ['10.244.1.3'])
+      t.equal(out.dropped, 1)
+    }
+  }
+
+  // nodeName (field 6), when present, wins over the topology map; the map's zone still counts
+  const raw = decodeUnknown(body).raw
+  const parts = fields(raw)
+  const rewritten = Buffer.concat(
+    parts.map(f => {
+      if (f.field !== 2 || !strings(f.payload, 1).includes('10.244.2.3')) return f.all
+      const nodeName = Buffer.allocUnsafe(lenFieldSize(6, 12))
+      writeStringField(nodeName, 0, 6, 'kind-worker2', 12)
+      return lenField(2, Buffer.concat([f.payload, nodeName]))
+    }),
+  )
+  const input = inputWith(new Map([['default/svc-ud1', 'kubernetes.io/hostname']]))
+  const r = filterEndpointsRaw('discovery.k8s.io/v1beta1', 'EndpointSlice', rewritten, input)
+  t.notOk(r.changed, 'both endpoints now on kind-worker2')
+  t.equal(r.raw, rewritten)
+  // an empty nodeName counts as absent (as in the JSON filter): the map decides
+  const emptyNode = Buffer.concat(
+    parts.map(f => (f.field === 2 ? lenField(2, Buffer.concat([f.payload, Buffer.from([0x32, 0x00])])) : f.all)),
+  )
+  const e = filterEndpointsRaw('discovery.k8s.io/v1beta1', 'EndpointSlice', emptyNode, input)
+  t.same(checkSlice(t, emptyNode, e.raw), ['10.244.1.3'])
+  // an unknown node: the endpoint's own zone (from the map) stands in for the zone label
+  const zoneInput = inputWith(new Map([['default/svc-ud1', 'topology.kubernetes.io/zone']]))
+  zoneInput.topology = { ...zoneInput.topology, nodeLabelsByName: new Map() }
+  const z = filterEndpointsRaw('discovery.k8s.io/v1beta1', 'EndpointSlice', raw, zoneInput)
+  t.same(checkSlice(t, raw, z.raw), ['10.244.1.3'])
+})
+
+/** The subsets of an Endpoints message: for each, ready and not-ready IPs and the ports' bytes. */
+function subsetsOf(raw: Buffer) {
+  return fields(raw)
+    .filter(f => f.field === 2)
+    .map(s => ({
+      addresses: fields(s.payload).filter(f => f.field === 1).map(a => strings(a.payload, 1)[0]),
+      notReady: fields(s.payload).filter(f => f.field === 2).map(a => strings(a.payload, 1)[0]),
+      ports: fields(s.payload).filter(f => f.field === 3).map(f => f.all),
+    }))
+}
+
+function expectedEndpoints(twin: any, input: ServiceTopologyInput) {
+  const all: any[] = []
+  for (const s of twin.subsets ?? []) all.push(...(s.addresses ?? []), ...(s.notReadyAddresses ?? []))
+  const d = decideTopology(input.annotationOf(twin.metadata.namespace, twin.metadata.name), all.map(a => ({ nodeName: a.nodeName })), input.topology)
+  const keep = new Set(all.filter((_, i) => d.kind === 'unchanged' || d.keep[i]))
+  return (twin.subsets ?? [])
+    .map((s: any) => ({
+      addresses: (s.addresses ?? []).filter((a: any) => keep.has(a)).map((a: any) => a.ip),
+      notReady: (s.notReadyAddresses ?? []).filter((a: any) => keep.has(a)).map((a: any) => a.ip),
+    }))
+    .filter((s: any) => s.addresses.length + s.notReady.length > 0)
+}
+
+t.test('get-endpoints-svc-ud1.pb: ready and not-ready addresses, one decision', async t => {
+  const body = bytes('get-endpoints-svc-ud1.pb')
+  const twin = json('get-endpoints-svc-ud1.json')
+  const before = decodeUnknown(body)
+  const cases: [string, string, { addresses: string[]; notReady: string[] }[]][] = [
+    ['openyurt.io/nodepool', 'kind-worker2', [{ addresses: ['10.244.1.3', '10.244.3.2'], notReady: [] }]],
+    ['kubernetes.io/hostname', 'kind-worker2', [{ addresses: ['10.244.1.3'], notReady: [] }]],
+    ['kubernetes.io/hostname', 'kind-worker', [{ addresses: ['10.244.2.3'], notReady: ['10.244.2.2'] }]],
+    ['kubernetes.io/hostname', 'kind-control-plane', []],
+  ]
+  for (const [annotation, node, expected] of cases) {
+    const input = inputWith(new Map([['default/svc-ud1', annotation]]), node)
+    const out = filterProtobufBody(body, input)
+    const after = decodeUnknown(out.body)
+    t.equal(after.kind, 'Endpoints')
+    t.ok(encodeUnknown(after).equals(out.body), 'envelope')
+    t.same(
+      subsetsOf(after.raw).map(s => ({ addresses: s.addresses, notReady: s.notReady })),
+      expected,
+      `${annotation} on ${node}`,
+    )
+    t.same(expectedEndpoints(twin, input), expected, 'as the JSON twin says')
+    t.equal(out.dropped, 4 - expected.reduce((n, s) => n + s.addresses.length + s.notReady.length, 0))
+    t.same(
+      fields(after.raw).filter(f => f.field !== 2).map(f => f.all),
+      fields(before.raw).filter(f => f.field !== 2).map(f => f.all),
+      'metadata byte-identical',
+    )
+    for (const s of subsetsOf(after.raw)) t.same(s.ports, subsetsOf(before.raw)[0].ports, 'ports byte-identical')
+    // every kept address is byte-identical to the input's
+    const inAddresses = fields(fields(before.raw).find(f => f.field === 2)!.payload).map(f => f.all)
+    for (const s of fields(after.raw).filter(f => f.field === 2)) {
+      for (const a of fields(s.payload).filter(f => f.field !== 3)) t.ok(inAddresses.some(b => b.equals(a.all)))
+    }
+  }
+})
+
+t.test('Endpoints: a subset left empty goes, the others stay', async t => {
+  const raw = decodeUnknown(bytes('get-endpoints-svc-ud1.pb')).raw
+  const original = fields(raw).find(f => f.field === 2)!
+  // a second subset: one address on kind-worker, then the ports of the first
+  const address = Buffer.allocUnsafe(lenFieldSize(1, 8) + lenFieldSize(4, 11))
+  writeStringField(address, writeStringField(address, 0, 1, '10.9.9.9', 8), 4, 'kind-worker', 11)
+  const ports = fields(original.payload).filter(f => f.field === 3).map(f => f.all)
+  const second = lenField(2, Buffer.concat([lenField(1, address), ...ports]))
+  // a subset with ports only, as `kubectl apply` can store: not the filter's to drop
+  const portsOnly = lenField(2, Buffer.concat(ports))
+  const two = Buffer.concat([raw, second, portsOnly])
+  t.same(subsetsOf(two).map(s => s.addresses), [['10.244.2.3', '10.244.1.3', '10.244.3.2'], ['10.9.9.9'], []])
+
+  const input = inputWith(new Map([['default/svc-ud1', 'openyurt.io/nodepool']]))
+  const r = filterEndpointsRaw('v1', 'Endpoints', two, input)
+  t.equal(r.dropped, 3)
+  t.same(subsetsOf(r.raw).map(s => [s.addresses, s.notReady]), [[['10.244.1.3', '10.244.3.2'], []], [[], []]], 'the emptied subset goes')
+  t.ok(fields(r.raw).at(-1)!.all.equals(portsOnly), 'the subset that had no addresses stays')
+  // on kind-worker the second subset is untouched (byte-identical) and the first keeps its kind-worker addresses
+  const w = filterEndpointsRaw('v1', 'Endpoints', two, inputWith(new Map([['default/svc-ud1', 'kubernetes.io/hostname']]), 'kind-worker'))
+  t.same(subsetsOf(w.raw).map(s => [s.addresses, s.notReady]), [[['10.244.2.3'], ['10.244.2.2']], [['10.9.9.9'], []], [[], []]])
+  t.ok(fields(w.raw).at(-2)!.all.equals(second), 'untouched subset byte-identical')
+})
+
+// --- malformed input -----------------------------------------------------------------------------
+
+function onlyProtobufErrors(t: Test, f: () => unknown, what: string): 'ok' | 'error' {
+  try {
+    f()
+    return 'ok'
+  } catch (error) {
+    if (!(error instanceof ProtobufError)) t.fail(`${what}: ${String(error)}`)
+    return 'error'
+  }
+}
+
+t.test('malformed input: a ProtobufError, never a crash or a hang', async t => {
+  const input = recorded()
+  t.throws(() => filterProtobufBody(Buffer.from('{"kind":"EndpointSliceList"}'), input), ProtobufError)
+  t.throws(() => filterProtobufWatchFrame(Buffer.from([0, 0]), input), ProtobufError)
+  t.throws(() => filterProtobufWatchFrame(Buffer.from([0, 0, 0, 9, 1]), input), ProtobufError)
+  const body = bytes('list-endpointslices.pb')
+  t.throws(() => filterProtobufBody(body.subarray(0, body.length - 7), input), ProtobufError, 'truncated')
+  // an endpoint field with the wrong wire type
+  const item = splitList(decodeUnknown(body).raw).items.find(i => sliceName(i) === 'svc-ud1-abcde')!
+  const bad = Buffer.concat([item, Buffer.from([0x10, 0x01])])
+  t.throws(() => filterEndpointsRaw('discovery.k8s.io/v1', 'EndpointSlice', bad, input), ProtobufError, 'field 2 as a varint')
+  t.throws(() => filterEndpointsRaw('discovery.k8s.io/v1', 'EndpointSlice', Buffer.from([0x12, 0x7f, 0x0a]), recorded()), ProtobufError)
+
+  // every truncation and many corruptions of every fixture: a result or a ProtobufError
+  const sources: [string, Buffer, 'body' | 'frame'][] = [
+    ['list-endpointslices.pb', body, 'body'],
+    ['get-endpoints-svc-ud1.pb', bytes('get-endpoints-svc-ud1.pb'), 'body'],
+    ['get-endpointslice-v1beta1.pb', bytes('get-endpointslice-v1beta1.pb'), 'body'],
+    ...frames(bytes('watch-endpointslices.pb')).map((f, i): [string, Buffer, 'frame'] => [`frame ${i}`, f, 'frame']),
+  ]
+  let seed = 12345
+  const random = () => (seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32
+  let errors = 0
+  for (const [name, src, shape] of sources) {
+    const run = (b: Buffer) => (shape === 'body' ? filterProtobufBody(b, input) : filterProtobufWatchFrame(b, input))
+    for (let n = 0; n < src.length; n += 3) {
+      let b = src.subarray(0, n)
+      if (shape === 'frame' && n >= 4) {
+        b = Buffer.from(b)
+        b.writeUInt32BE(n - 4, 0)
+      }
+      if (onlyProtobufErrors(t, () => run(b), `${name} cut at ${n}`) === 'error') errors++
+    }
+    for (let i = 0; i < 400; i++) {
+      const b = Buffer.from(src)
+      for (let k = 1 + Math.floor(random() * 3); k > 0; k--) b[4 + Math.floor(random() * (b.length - 4))] = Math.floor(random() * 256)
+      if (onlyProtobufErrors(t, () => run(b), `${name} corrupted`) === 'error') errors++
+    }
+  }
+  t.ok(errors > 100, `${errors} malformed inputs refused`)
+})
