@@ -209,6 +209,11 @@ export const flags: readonly FlagSpec[] = [
     parse: values => positiveInteger(last(values)),
   }),
   spec({
+    flag: 'topology-components', env: 'OUTPOST_TOPOLOGY_COMPONENTS', arg: 'LIST', key: 'topologyComponents', repeatable: true,
+    default: defaults.topologyComponents.join(','), help: 'components whose EndpointSlices and Endpoints are filtered by service topology',
+    parse: components,
+  }),
+  spec({
     flag: 'health-interval', env: 'OUTPOST_HEALTH_INTERVAL', arg: 'DURATION', key: 'healthIntervalMs', default: `${defaults.healthIntervalMs / 1000}s`,
     help: 'how often each apiserver is probed (GET /readyz)',
     parse: values => duration(last(values)),

@@ -24,6 +24,8 @@ export interface HubConfig {
   logLevel: LogLevel
   /** components whose reads are cached (User-Agent up to '/'); '*' for all */
   cacheComponents: string[]
+  /** components that see service topology applied to EndpointSlices and Endpoints */
+  topologyComponents: string[]
   /** MiB of object bodies kept in memory; the rest is read back from disk */
   cacheMemoryMiB: number
   /** cloud health probing: period, per-probe timeout, consecutive failures to go offline, successes to come back */
@@ -41,6 +43,7 @@ export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
   logLevel: 'info',
   cacheComponents: ['kubelet', 'kube-proxy', 'coredns', 'flanneld', 'outpost'],
   cacheMemoryMiB: 256,
+  topologyComponents: ['kube-proxy', 'coredns', 'nginx-ingress-controller'],
   healthIntervalMs: 5_000,
   healthTimeoutMs: 2_000,
   healthFailures: 3,

@@ -15,6 +15,9 @@ import { DiskCache } from './cache/disk.ts'
 import { CacheStore } from './cache/store.ts'
 import { CachePolicy, Recorder } from './cache/recorder.ts'
 import { createMetrics } from './metrics.ts'
+import { TopologySource } from './topology.ts'
+import { FilterRegistry } from '../filters/registry.ts'
+import { FilteredWatches } from './refilter.ts'
 import type { Metrics } from './metrics.ts'
 
 export interface Hub {
@@ -25,6 +28,7 @@ export interface Hub {
   health: HealthChecker
   store: CacheStore
   recorder: Recorder
+  topology: TopologySource
   streams: LiveStreams
   metrics: Metrics
   log: Logger
@@ -90,6 +94,23 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
   const recorder = new Recorder(store, log)
   const checker = health
 
+  const topology = new TopologySource({
+    upstream,
+    recorder,
+    streams,
+    nodeName: config.nodeName,
+    nodePool: config.nodePool,
+    isOnline: () => checker.state === 'online',
+    log,
+  })
+  const filters = new FilterRegistry(topology, config.topologyComponents, log)
+  const filteredWatches = new FilteredWatches()
+  topology.on('change', () => {
+    filters.invalidate()
+    const sent = filteredWatches.refilterAll(topology.resourceVersion)
+    log.info({ pool: topology.nodePool, sent }, 'topology changed')
+  })
+
   const proxy = createProxyServer({
     upstream,
     logger: log,
@@ -98,6 +119,8 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     cache: { recorder, policy: new CachePolicy(config.cacheComponents) },
     cloud: { isOnline: () => checker.state === 'online', outage: () => checker.outage() },
     streams,
+    filters,
+    filteredWatches,
     onServedFromCache: info => metrics.servedFromCache.inc({ component: info.component, verb: info.verb, resource: info.resource }),
     offlineBookmarkIntervalMs: options.offlineBookmarkIntervalMs ?? 10_000,
   })
@@ -110,10 +133,12 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
 
   try {
     await health.start()
+    await topology.start()
     await proxy.listen({ host: config.bindAddress, port: config.port })
     await admin.listen({ host: '127.0.0.1', port: config.adminPort })
   } catch (error) {
     health.stop()
+    topology.stop()
     await Promise.allSettled([proxy.close(), admin.close(), upstream.close(), store.flush()])
     throw error
   }
@@ -127,8 +152,10 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     streams,
     metrics,
     log,
+    topology,
     async close() {
       checker.stop()
+      topology.stop()
       streams.endOfflineWatches()
       streams.endUpstreamWatches()
       await Promise.allSettled([proxy.close(), admin.close()])

@@ -7,14 +7,18 @@ import type { Logger } from 'pino'
 import { classify, isWatch } from './requestinfo.ts'
 import type { RequestInfo } from './requestinfo.ts'
 import { upstreamRequestHeaders, clientResponseHeaders } from './headers.ts'
-import { BodyTooLargeError, hasBody, readBody } from './body.ts'
+import { BodyTooLargeError, hasBody, readAll, readBody } from './body.ts'
 import { WatchFrameSplitter, framingOf } from './frames.ts'
 import { Upstream, UpstreamUnavailableError, describeError } from './upstream.ts'
 import type { UpstreamResponse } from './upstream.ts'
 import { failure, serviceUnavailable } from './status.ts'
 import { sendStatus, streamBody, streamWatch } from './respond.ts'
 import type { Recorder, CachePolicy } from './cache/recorder.ts'
-import { scopeOf } from './cache/recorder.ts'
+import { resourceKeyOf, scopeOf } from './cache/recorder.ts'
+import type { WireFormat } from './cache/types.ts'
+import type { EndpointsFilter, FilterRegistry } from '../filters/registry.ts'
+import { FilteredWatch } from './refilter.ts'
+import type { FilteredWatches } from './refilter.ts'
 import { vouchedFields } from './cache/store.ts'
 import { formatOf } from './cache/decode.ts'
 import { serveGet, serveList, serveWatch } from './cache/offline.ts'
@@ -33,6 +37,8 @@ export interface ProxyOptions {
   streams: LiveStreams
   offlineBookmarkIntervalMs: number
   onServedFromCache?: (info: RequestInfo) => void
+  filters?: FilterRegistry
+  filteredWatches?: FilteredWatches
 }
 
 /**
@@ -99,44 +105,84 @@ export async function forward(req: IncomingMessage, res: ServerResponse, options
 
   const contentType = (upstreamRes.headers['content-type'] as string | undefined) ?? ''
   const format = formatOf(contentType)
-  const recorder = upstreamRes.statusCode === 200 && ((cacheable && format) || document) ? options.cache?.recorder : undefined
-  if (recorder && !isWatch(info)) {
-    await recordThenSend(upstreamRes, res, decoded =>
-      document
-        ? recorder.recordDocument(info, contentType, decoded)
-        : info.verb === 'list'
-          ? recorder.recordListPage(info, format!, decoded)
-          : recorder.recordObject(info, format!, decoded),
-    )
+  const ok = upstreamRes.statusCode === 200
+  const recorder = ok && ((cacheable && format) || document) ? options.cache?.recorder : undefined
+  const filter = ok && format ? options.filters?.forRequest(info) : undefined
+  const framing = framingOf(contentType)
+  if (isWatch(info) && ok && framing && !upstreamRes.headers['content-encoding']) {
+    res.writeHead(upstreamRes.statusCode, clientResponseHeaders(upstreamRes.headers))
+    await relayWatch(info, format, upstreamRes, res, framing, recorder, filter, options)
+  } else if ((recorder || filter) && !isWatch(info)) {
+    await bufferThenSend(upstreamRes, res, async decoded => {
+      if (recorder) {
+        if (document) await recorder.recordDocument(info, contentType, decoded)
+        else if (info.verb === 'list') await recorder.recordListPage(info, format!, decoded)
+        else await recorder.recordObject(info, format!, decoded)
+      }
+      return filter ? filter.body(format!, decoded) : decoded
+    })
   } else {
     res.writeHead(upstreamRes.statusCode, clientResponseHeaders(upstreamRes.headers))
-    const framing = framingOf(upstreamRes.headers['content-type'] as string | undefined)
-    if (isWatch(info) && upstreamRes.statusCode === 200 && framing && !upstreamRes.headers['content-encoding']) {
-      const fields = recorder ? vouchedFields(scopeOf(info)) : undefined
-      const record = recorder && format ? (frame: Buffer) => recorder.recordEvent(info, format, frame, fields) : undefined
-      const stop = () => upstreamRes.body.destroy()
-      options.streams.addUpstreamWatch(stop)
-      await streamWatch(upstreamRes.body, new WatchFrameSplitter(framing), res, record)
-      options.streams.removeUpstreamWatch(stop)
-    } else {
-      if (isWatch(info)) res.flushHeaders()
-      await streamBody(upstreamRes.body, res)
-    }
+    if (isWatch(info)) res.flushHeaders()
+    await streamBody(upstreamRes.body, res)
   }
   logRequest(options.log, info, upstreamRes.statusCode, started, 'cloud')
 }
 
 /**
- * A cacheable get or list: the whole body is read (lists are bounded), recorded durably, and only
- * then sent, exactly as the apiserver sent it (gzip included): an object a client has seen is an
- * object a restarted hub still has.
+ * A watch: each frame is recorded (the cache), then filtered, then sent; a filtered watch also
+ * remembers its objects so a topology change can send what now filters differently.
  */
-async function recordThenSend(upstreamRes: UpstreamResponse, res: ServerResponse, record: (decoded: Buffer) => Promise<void>): Promise<void> {
+async function relayWatch(
+  info: RequestInfo,
+  format: WireFormat | undefined,
+  upstreamRes: UpstreamResponse,
+  res: ServerResponse,
+  framing: 'json' | 'protobuf',
+  recorder: Recorder | undefined,
+  filter: EndpointsFilter | undefined,
+  options: ProxyOptions,
+): Promise<void> {
+  const fields = recorder ? vouchedFields(scopeOf(info)) : undefined
+  let tracker: FilteredWatch | undefined
+  let seeding: Promise<void> = Promise.resolve()
+  let untrack = () => {}
+  const transform =
+    recorder || filter
+      ? async (frame: Buffer): Promise<Buffer> => {
+          await seeding
+          if (recorder && format) await recorder.recordEvent(info, format, frame, fields)
+          return tracker ? tracker.onFrame(frame) : frame
+        }
+      : undefined
+  const onInject = (inject: (frame: Buffer) => void) => {
+    if (!filter || !format || !options.filteredWatches) return
+    const watch = new FilteredWatch(format, filter, inject)
+    tracker = watch
+    // The client listed before it watched: its objects are in the cache (when its component is cached).
+    const store = options.cache?.recorder.store
+    if (store) seeding = store.list(resourceKeyOf(info), scopeOf(info)).then(list => watch.seed(list?.items ?? []), () => {})
+    untrack = options.filteredWatches.add(watch)
+  }
+  const stop = () => upstreamRes.body.destroy()
+  options.streams.addUpstreamWatch(stop)
+  try {
+    await streamWatch(upstreamRes.body, new WatchFrameSplitter(framing), res, transform, onInject)
+  } finally {
+    options.streams.removeUpstreamWatch(stop)
+    untrack()
+  }
+}
+
+/**
+ * A get or list to record or filter: the whole body is read (lists are bounded), recorded durably,
+ * and only then sent: an object a client has seen is an object a restarted hub still has. What the
+ * apiserver sent goes out byte for byte (gzip included) unless a filter changed it.
+ */
+async function bufferThenSend(upstreamRes: UpstreamResponse, res: ServerResponse, process: (decoded: Buffer) => Promise<Buffer>): Promise<void> {
   let raw: Buffer
   try {
-    const chunks: Buffer[] = []
-    for await (const chunk of upstreamRes.body) chunks.push(chunk as Buffer)
-    raw = Buffer.concat(chunks)
+    raw = await readAll(upstreamRes.body)
   } catch {
     res.destroy() // the upstream broke mid-body: the client must not take a truncated answer as whole
     return
@@ -152,11 +198,13 @@ async function recordThenSend(upstreamRes: UpstreamResponse, res: ServerResponse
   } else if (encoding) {
     decoded = undefined
   }
-  if (decoded) await record(decoded)
+  const out = decoded ? await process(decoded) : raw
   const headers = clientResponseHeaders(upstreamRes.headers)
-  headers['content-length'] = raw.length
+  const body = out === decoded ? raw : out
+  if (body !== raw) delete headers['content-encoding'] // filtered: sent plain, the client accepts either
+  headers['content-length'] = body.length
   res.writeHead(upstreamRes.statusCode, headers)
-  res.end(raw)
+  res.end(body)
 }
 
 function isOwnLeaseRenewal(info: RequestInfo, nodeName: string): boolean {
@@ -186,9 +234,10 @@ async function answerOffline(
     const store = cache.recorder.store
     const accept = req.headers.accept
     options.onServedFromCache?.(info)
-    if (info.verb === 'get') return serveGet(store, info, accept, res)
-    if (info.verb === 'list') return serveList(store, info, accept, res)
-    const watch = await serveWatch(store, info, accept, res, options.offlineBookmarkIntervalMs)
+    const filter = options.filters?.forRequest(info)
+    if (info.verb === 'get') return serveGet(store, info, accept, res, filter)
+    if (info.verb === 'list') return serveList(store, info, accept, res, filter)
+    const watch = await serveWatch(store, info, accept, res, options.offlineBookmarkIntervalMs, filter)
     if (watch) {
       options.streams.addOfflineWatch(watch.end)
       res.on('close', () => options.streams.removeOfflineWatch(watch.end))

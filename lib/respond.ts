@@ -53,14 +53,16 @@ export function streamBody(body: Readable, res: ServerResponse): Promise<void> {
  * A watch: headers leave at once (a watch from the current resourceVersion may have nothing to say
  * for minutes, and clients block until they see headers), then whole frames. When the upstream
  * breaks, the client's stream ends cleanly after the last whole frame, so it re-watches.
- * `beforeWrite` (the cache) sees every frame first; a frame leaves once its promise settles, in
- * order, while later frames are already being recorded.
+ * `transform` (record in the cache, then filter) sees every frame first; what it resolves to leaves,
+ * in order, while later frames are already being recorded. `inject` adds frames of the hub's own
+ * (re-filtered objects) into the same ordered stream.
  */
 export async function streamWatch(
   body: Readable,
   splitter: WatchFrameSplitter,
   res: ServerResponse,
-  beforeWrite?: (frame: Buffer) => Promise<void>,
+  transform?: (frame: Buffer) => Promise<Buffer> | Buffer,
+  onInject?: (inject: (frame: Buffer) => void) => void,
 ): Promise<void> {
   res.flushHeaders()
   const frames = pipeline(body, splitter, () => {})
@@ -81,14 +83,17 @@ export async function streamWatch(
   }
   let inOrder: Promise<void> = Promise.resolve()
   let queued = 0
+  onInject?.(frame => {
+    inOrder = inOrder.then(() => write(frame))
+  })
   try {
     for await (const frame of frames) {
-      if (!beforeWrite) {
+      if (!transform) {
         await write(frame)
       } else {
-        const recorded = beforeWrite(frame)
+        const outgoing = transform(frame)
         queued++
-        inOrder = inOrder.then(() => recorded).then(() => write(frame)).finally(() => queued--)
+        inOrder = inOrder.then(() => outgoing).then(write).finally(() => queued--)
         if (queued > 256) await inOrder // bound memory when the disk is slower than the stream
       }
       if (res.destroyed) break

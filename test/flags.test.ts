@@ -47,6 +47,7 @@ t.test('defaults', async t => {
     logLevel: 'info',
     cacheComponents: ['kubelet', 'kube-proxy', 'coredns', 'flanneld', 'outpost'],
     cacheMemoryMiB: 256,
+    topologyComponents: ['kube-proxy', 'coredns', 'nginx-ingress-controller'],
     healthIntervalMs: 5000,
     healthTimeoutMs: 2000,
     healthFailures: 3,

@@ -56,7 +56,19 @@ function contentTypeOf(format: WireFormat): string {
   return format === 'json' ? 'application/json' : protobufType
 }
 
-export async function serveGet(store: CacheStore, info: RequestInfo, accept: string | undefined, res: ServerResponse): Promise<void> {
+/** Applied to what the cache answers, as to what the cloud answers: the cache holds unfiltered objects. */
+export interface OutgoingFilter {
+  body(format: WireFormat, body: Buffer): Buffer
+  frame(format: WireFormat, frame: Buffer): Buffer
+}
+
+export async function serveGet(
+  store: CacheStore,
+  info: RequestInfo,
+  accept: string | undefined,
+  res: ServerResponse,
+  filter?: OutgoingFilter,
+): Promise<void> {
   const object = await store.get(resourceKeyOf(info), info.namespace, info.name)
   if (!object) {
     sendStatusObject(res, notFound(info.resource, info.apiGroup, info.name))
@@ -64,14 +76,21 @@ export async function serveGet(store: CacheStore, info: RequestInfo, accept: str
   }
   const format = pickFormat(info, accept, object.format)
   if (typeof format !== 'string') return sendStatusObject(res, format)
-  sendBody(res, 200, contentTypeOf(format), encodeObject(object))
+  const body = encodeObject(object)
+  sendBody(res, 200, contentTypeOf(format), filter ? filter.body(format, body) : body)
 }
 
 function unreachable(info: RequestInfo): Status {
   return serviceUnavailable(`the apiserver is unreachable and ${info.component || 'this client'} never listed ${info.resource} through this hub, so nothing is cached to answer with`)
 }
 
-export async function serveList(store: CacheStore, info: RequestInfo, accept: string | undefined, res: ServerResponse): Promise<void> {
+export async function serveList(
+  store: CacheStore,
+  info: RequestInfo,
+  accept: string | undefined,
+  res: ServerResponse,
+  filter?: OutgoingFilter,
+): Promise<void> {
   let scope
   try {
     scope = scopeOf(info)
@@ -88,7 +107,8 @@ export async function serveList(store: CacheStore, info: RequestInfo, accept: st
   const listKind = `${collection.kind}List`
   if (format === 'protobuf') {
     const raw = assembleList({ resourceVersion, continue: '', items: items.map(o => o.body) })
-    sendBody(res, 200, protobufType, encodeUnknown({ apiVersion: collection.apiVersion, kind: listKind, raw }))
+    const body = encodeUnknown({ apiVersion: collection.apiVersion, kind: listKind, raw })
+    sendBody(res, 200, protobufType, filter ? filter.body('protobuf', body) : body)
     return
   }
   // Items are spliced in as stored: no parse and re-serialize per object.
@@ -99,7 +119,8 @@ export async function serveList(store: CacheStore, info: RequestInfo, accept: st
     parts.push(o.body)
   })
   parts.push(Buffer.from(']}'))
-  sendBody(res, 200, 'application/json', Buffer.concat(parts))
+  const body = Buffer.concat(parts)
+  sendBody(res, 200, 'application/json', filter ? filter.body('json', body) : body)
 }
 
 /** ObjectMeta{6: resourceVersion} inside an otherwise empty object: the protobuf BOOKMARK body. */
@@ -125,6 +146,7 @@ export async function serveWatch(
   accept: string | undefined,
   res: ServerResponse,
   bookmarkIntervalMs: number,
+  filter?: OutgoingFilter,
 ): Promise<OfflineWatch | undefined> {
   const collection = store.find(resourceKeyOf(info))
   if (!collection || (!collection.known && collection.entries.size === 0)) {
@@ -158,11 +180,11 @@ export async function serveWatch(
     }
     for (const object of scope ? ((await store.list(resourceKeyOf(info), scope))?.items ?? []) : []) {
       if (object.format !== format) continue
-      res.write(
+      const frame =
         format === 'json'
           ? Buffer.concat([Buffer.from('{"type":"ADDED","object":'), object.body, Buffer.from('}\n')])
-          : encodeWatchEvent('ADDED', encodeObject(object)),
-      )
+          : encodeWatchEvent('ADDED', encodeObject(object))
+      res.write(filter ? filter.frame(format, frame) : frame)
     }
   }
   const timers: NodeJS.Timeout[] = []

@@ -1,0 +1,53 @@
+// The seed scenario: an unmodified kube-proxy (a client-node informer speaking as kube-proxy) on
+// node kind-worker2 of pool shanghai, through the hub in front of the demo cluster.
+import t from 'tap'
+import * as k8s from '@kubernetes/client-node'
+import { request } from 'undici'
+import { startHarness, eventually } from './helpers/hub.ts'
+import { kubeConfigFor } from './helpers/clients.ts'
+
+const kubeProxy = 'kube-proxy/v1.24.0+0 (linux/amd64) kubernetes/2cc6ddc'
+
+t.test('kube-proxy sees only its topology, and the topology follows the cluster live', async t => {
+  const h = await startHarness({ demo: true })
+  t.teardown(() => h.close())
+  await eventually(() => h.hub.topology.known && h.hub.topology.annotationOf('default', 'svc-ud1') !== undefined, 10_000, 'the topology context')
+
+  const kc = kubeConfigFor(h.url, kubeProxy)
+  const discovery = kc.makeApiClient(k8s.DiscoveryV1Api)
+  const informer = k8s.makeInformer(kc, '/apis/discovery.k8s.io/v1/endpointslices', () => discovery.listEndpointSliceForAllNamespaces())
+  await informer.start()
+  t.teardown(() => informer.stop())
+  const addresses = (slice: string) =>
+    (informer.list('default').find(s => s.metadata?.name === slice)?.endpoints ?? []).flatMap(e => e.addresses).sort().join(',')
+  const serviceSlice = (service: string) => informer.list('default').find(s => s.metadata?.labels?.['kubernetes.io/service-name'] === service)?.metadata?.name ?? ''
+
+  await eventually(() => addresses('svc-ud1-abcde') !== '', 10_000, 'the initial list')
+  t.equal(addresses('svc-ud1-abcde'), '10.244.1.3,10.244.3.2', 'svc-ud1 (openyurt.io/nodepool): the shanghai endpoints only')
+  t.equal(addresses(serviceSlice('svc-ud1-without-topology')), '10.244.1.3,10.244.2.3', 'no annotation: both endpoints, the other pool too')
+  t.equal(addresses(serviceSlice('svc-host')), '10.244.1.3', 'kubernetes.io/hostname: this node only')
+
+  const sliceVersion = h.simulator.get('discovery.k8s.io/v1', 'EndpointSlice', 'default', 'svc-ud1-abcde').metadata.resourceVersion
+  h.simulator.patch('v1', 'Service', 'default', 'svc-ud1', { metadata: { annotations: { 'openyurt.io/topologyKeys': 'kubernetes.io/hostname' } } })
+  await eventually(() => addresses('svc-ud1-abcde') === '10.244.1.3', 10_000, 'the annotation change to reach the informer')
+  t.pass('the informer follows the annotation change')
+  t.equal(
+    h.simulator.get('discovery.k8s.io/v1', 'EndpointSlice', 'default', 'svc-ud1-abcde').metadata.resourceVersion,
+    sliceVersion,
+    'without any EndpointSlice being written',
+  )
+
+  h.simulator.patch('v1', 'Service', 'default', 'svc-ud1', { metadata: { annotations: { 'openyurt.io/topologyKeys': 'openyurt.io/nodepool' } } })
+  await eventually(() => addresses('svc-ud1-abcde') === '10.244.1.3,10.244.3.2', 10_000, 'back to the pool')
+  h.simulator.patch('v1', 'Node', '', 'kind-worker3', { metadata: { labels: { 'apps.openyurt.io/nodepool': 'hangzhou' } } })
+  await eventually(() => addresses('svc-ud1-abcde') === '10.244.1.3', 10_000, 'kind-worker3 leaving the pool to reach the informer')
+  t.pass('a node moved from shanghai to hangzhou changes the filtered slices on open watches')
+
+  // others see the cluster as it is; curl -A kube-proxy sees what kube-proxy sees
+  const plain = (await (await request(`${h.url}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/svc-ud1-abcde`)).body.json()) as any
+  t.equal(plain.endpoints.length, 4, 'an unlisted component gets the unfiltered slice')
+  const asProxy = (await (
+    await request(`${h.url}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/svc-ud1-abcde`, { headers: { 'user-agent': 'kube-proxy' } })
+  ).body.json()) as any
+  t.equal(asProxy.endpoints.length, 1, 'curl -A kube-proxy shows what kube-proxy sees')
+})
