@@ -160,6 +160,10 @@ t.test('200 watch connect/disconnect cycles leave no upstream connection open', 
   const h = await startHarness()
   t.teardown(() => h.close())
   const rv = h.simulator.currentResourceVersion()
+  // the hub's own Node and Service watches (service topology) stay open throughout
+  const ownWatches = () => h.simulator.requests.filter(r => r.url.includes('watch=true') && String(r.headers['user-agent']).startsWith('outpost/'))
+  await eventually(() => ownWatches().length >= 2, 10_000, 'the hub to start its own watches')
+  const baseline = h.simulator.openConnections()
   for (let i = 0; i < 200; i++) {
     const abort = new AbortController()
     const res = await request(`${h.url}/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=${rv}`, {
@@ -169,8 +173,8 @@ t.test('200 watch connect/disconnect cycles leave no upstream connection open', 
     abort.abort()
     await res.body.dump().catch(() => {})
   }
-  await eventually(() => h.simulator.openConnections() === 0, 10_000, 'upstream connections to close')
-  t.equal(h.simulator.openConnections(), 0)
+  await eventually(() => h.simulator.openConnections() <= baseline, 10_000, 'upstream connections to close')
+  t.ok(h.simulator.openConnections() <= baseline, `no connection left behind (${baseline} are the hub's own watches)`)
 })
 
 t.test('failover: the first server refuses, the second serves', async t => {
@@ -203,7 +207,7 @@ t.test('every upstream down: 503 ServiceUnavailable Status, and the hub serves a
   t.equal(down.statusCode, 503)
   const status = (await down.body.json()) as any
   t.match(status, { kind: 'Status', status: 'Failure', reason: 'ServiceUnavailable', code: 503 })
-  t.match(status.message, /ECONNREFUSED/)
+  t.match(status.message, /no apiserver reachable: http:\/\/127\.0\.0\.1:\d+: .*(ECONNREFUSED|ECONNRESET)/, 'the message names the server and why')
   await h.simulator.setFault('none')
   const res = await eventually(async () => {
     const r = await request(`${h.url}/api/v1/namespaces/default/configmaps`)
