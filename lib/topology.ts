@@ -145,22 +145,27 @@ export class TopologySource extends EventEmitter {
     },
   }
 
-  /** Seeds from the cache, then keeps both reflectors running until stop(). */
-  async start(): Promise<void> {
+  /**
+   * Seeds from the cache, then keeps both reflectors running until stop(). Resolves once both have
+   * listed (or after `waitMs`), so the first kube-proxy request after start is already filtered.
+   */
+  async start(waitMs = 5_000): Promise<void> {
+    const listed: Promise<void>[] = []
     for (const watched of [this.nodes, this.services]) {
       const info = classify('GET', watched.path, hubUserAgent)
       const cached = await this.options.recorder.store.list(resourceKeyOf(info), scopeOf(info))
       if (cached) watched.replace(cached.items.map(o => (JSON.parse(o.body.toString()) as { metadata: Metadata }).metadata))
-      void this.reflect(watched)
+      listed.push(new Promise(resolve => void this.reflect(watched, resolve)))
     }
     if (this.known) this.changed()
+    if (this.options.isOnline()) await Promise.race([Promise.all(listed), sleep(waitMs)])
   }
 
   stop(): void {
     this.stopped = true
   }
 
-  private async reflect(watched: Watched): Promise<void> {
+  private async reflect(watched: Watched, onListed: () => void): Promise<void> {
     let resourceVersion = ''
     while (!this.stopped) {
       if (!this.options.isOnline()) {
@@ -169,7 +174,10 @@ export class TopologySource extends EventEmitter {
         continue
       }
       try {
-        if (!resourceVersion) resourceVersion = await this.list(watched)
+        if (!resourceVersion) {
+          resourceVersion = await this.list(watched)
+          onListed()
+        }
         resourceVersion = await this.watch(watched, resourceVersion)
       } catch (error) {
         this.options.log.debug({ path: watched.path, err: (error as Error).message }, 'topology: reflector retrying')

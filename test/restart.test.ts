@@ -15,6 +15,7 @@ import { eventually, freePort } from './helpers/hub.ts'
 
 const entry = new URL('../cmd/outpost.ts', import.meta.url).pathname
 const kubelet = { 'user-agent': 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89' }
+const kubeProxy = { 'user-agent': 'kube-proxy/v1.24.0+0 (linux/amd64) kubernetes/2cc6ddc' }
 
 async function startHubProcess(server: string, cacheDir: string): Promise<{ url: string; child: ChildProcess }> {
   const port = await freePort()
@@ -56,6 +57,10 @@ t.test('SIGKILL mid-burst, restart offline: every file parses, nothing acknowled
   await json(`${first.url}/api/v1/namespaces/default/configmaps`)
   await json(`${first.url}/api/v1/namespaces/default/secrets`)
   await json(`${first.url}/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/kind-worker2`)
+  // kube-proxy's slices; the hub's own Node and Service watches have filled the topology context by now
+  const proxyList = await request(`${first.url}/apis/discovery.k8s.io/v1/endpointslices`, { headers: kubeProxy })
+  t.equal(proxyList.statusCode, 200)
+  await proxyList.body.dump()
 
   // A burst: the cloud writes configmaps as fast as it can; kubelet's watch sees them through the hub.
   const rv = simulator.currentResourceVersion()
@@ -118,4 +123,9 @@ t.test('SIGKILL mid-burst, restart offline: every file parses, nothing acknowled
   t.equal(secret.status, 200, 'secrets')
   const lease = await json(`${second.url}/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/kind-worker2`)
   t.equal(lease.status, 200, 'its Lease')
+
+  // service topology from disk: this node, its pool and the Services' annotations were cached too
+  const slices = (await (await request(`${second.url}/apis/discovery.k8s.io/v1/endpointslices`, { headers: kubeProxy })).body.json()) as any
+  const ud1 = slices.items.find((s: any) => s.metadata.name === 'svc-ud1-abcde')
+  t.same(ud1.endpoints.flatMap((e: any) => e.addresses).sort(), ['10.244.1.3', '10.244.3.2'], 'kube-proxy still sees only its pool, offline after a restart')
 })
