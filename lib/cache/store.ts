@@ -227,7 +227,9 @@ export class CacheStore {
         if (!object) continue
       }
       if (!matchesScope(entry, scope, document)) continue
-      object ??= await this.withBody(key, entry.meta)
+      // the common case, a body still in memory, without a microtask per item
+      const body = object ? undefined : this.bodies.get(CacheStore.bodyKey(key, entry.meta.namespace, entry.meta.name))
+      object ??= body ? { ...entry.meta, body } : await this.withBody(key, entry.meta)
       if (object) items.push(object)
     }
     items.sort((a, b) => (a.namespace === b.namespace ? cmp(a.name, b.name) : cmp(a.namespace, b.namespace)))
@@ -281,7 +283,13 @@ export class CacheStore {
         writes.push(this.disk?.remove(key, entry.meta.namespace, entry.meta.name) ?? Promise.resolve())
       }
     }
-    for (const object of items) writes.push(this.put(key, object))
+    // A whole list is the apiserver's word on its scope: it replaces even a "newer" cached version
+    // (a cluster restored from backup counts from a lower resourceVersion again).
+    for (const object of items) {
+      collection.entries.set(objectKey(object.namespace, object.name), toEntry(object))
+      this.remember(key, object)
+      writes.push(this.disk?.put(key, object) ?? Promise.resolve())
+    }
     collection.known = true
     collection.origin = 'cloud'
     collection.lastUpdate = Date.now()
