@@ -150,20 +150,28 @@ function decide(input: ServiceTopologyInput, namespace: string, service: string,
   return decision.keep.every(Boolean) ? undefined : decision.keep
 }
 
-function planSlice(beta: boolean, src: Buffer, start: number, end: number, input: ServiceTopologyInput): ObjectPlan | undefined {
+/**
+ * An object's metadata (field 1) and its repeated field 2 (a slice's endpoints, an Endpoints'
+ * subsets) as (tagStart, payload start, payload end) triples.
+ */
+function metaAndRepeated(src: Buffer, start: number, end: number, wantName: boolean, wantService: boolean): { meta: MetaRefs; spans: number[] } {
   const meta: MetaRefs = { name: '', namespace: '', service: undefined }
-  // endpoints as (tagStart, payload start, payload end)
   const spans: number[] = []
   const r = new FieldReader(src, start, end)
   while (r.next()) {
     if (r.field === 1) {
       r.expect(WIRE_LEN)
-      readMeta(src, r.start, r.end, meta, false, true)
+      readMeta(src, r.start, r.end, meta, wantName, wantService)
     } else if (r.field === 2) {
       r.expect(WIRE_LEN)
       spans.push(r.tagStart, r.start, r.end)
     }
   }
+  return { meta, spans }
+}
+
+function planSlice(beta: boolean, src: Buffer, start: number, end: number, input: ServiceTopologyInput): ObjectPlan | undefined {
+  const { meta, spans } = metaAndRepeated(src, start, end, false, true)
   if (!meta.service || !meta.namespace) return undefined
   const annotation = input.annotationOf(meta.namespace, meta.service)
   if (annotation === undefined) return undefined
@@ -225,19 +233,7 @@ function slicePlace(beta: boolean, src: Buffer, start: number, end: number): End
 }
 
 function planEndpoints(src: Buffer, start: number, end: number, input: ServiceTopologyInput): ObjectPlan | undefined {
-  const meta: MetaRefs = { name: '', namespace: '', service: undefined }
-  // subsets as (tagStart, payload start, payload end)
-  const subsets: number[] = []
-  const r = new FieldReader(src, start, end)
-  while (r.next()) {
-    if (r.field === 1) {
-      r.expect(WIRE_LEN)
-      readMeta(src, r.start, r.end, meta, true, false)
-    } else if (r.field === 2) {
-      r.expect(WIRE_LEN)
-      subsets.push(r.tagStart, r.start, r.end)
-    }
-  }
+  const { meta, spans: subsets } = metaAndRepeated(src, start, end, true, false)
   if (!meta.name || !meta.namespace) return undefined
   const annotation = input.annotationOf(meta.namespace, meta.name)
   if (annotation === undefined) return undefined

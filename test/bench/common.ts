@@ -60,15 +60,18 @@ export async function listTime(base: string, path: string, rounds: number, heade
 }
 
 /** Events per second a watch delivers while the simulator writes `count` objects as fast as it can. */
-export async function watchThroughput(
+/**
+ * Events per second a watch delivers while `write(i)` changes the cluster `count` times as fast as it
+ * can (each write must produce exactly one event on the watch).
+ */
+export async function watchEventsPerSecond(
   simulator: ApiServerSimulator,
-  base: string,
-  label: string,
+  watchUrl: string,
+  headers: Record<string, string>,
   count: number,
-  headers: Record<string, string> = {},
+  write: (i: number) => void,
 ): Promise<number> {
-  const rv = simulator.currentResourceVersion()
-  const res = await request(`${base}/api/v1/namespaces/bench/configmaps?watch=true&resourceVersion=${rv}`, { dispatcher: agent, headers })
+  const res = await request(`${watchUrl}&resourceVersion=${simulator.currentResourceVersion()}`, { dispatcher: agent, headers })
   let seen = 0
   let buffered = ''
   const done = (async () => {
@@ -82,13 +85,20 @@ export async function watchThroughput(
   })()
   const start = performance.now()
   for (let i = 0; i < count; i++) {
-    simulator.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `w-${label}-${i}`, namespace: 'bench' }, data: { i: String(i) } })
-    if (i % 500 === 0) await new Promise(resolve => setImmediate(resolve))
+    write(i)
+    if (i % 100 === 0) await new Promise(resolve => setImmediate(resolve))
   }
   await done
   const elapsed = (performance.now() - start) / 1000
   res.body.destroy()
   return count / elapsed
+}
+
+/** watchEventsPerSecond for a burst of new ConfigMaps. */
+export function watchThroughput(simulator: ApiServerSimulator, base: string, label: string, count: number, headers: Record<string, string> = {}): Promise<number> {
+  return watchEventsPerSecond(simulator, `${base}/api/v1/namespaces/bench/configmaps?watch=true`, headers, count, i =>
+    simulator.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `w-${label}-${i}`, namespace: 'bench' }, data: { i: String(i) } }),
+  )
 }
 
 /**

@@ -5,10 +5,9 @@ import { Readable } from 'node:stream'
 import { mkdtempSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { request } from 'undici'
 import { pino } from 'pino'
 import { ApiServerSimulator } from '../simulator/index.ts'
-import { agent, listTime, startHubProcess } from './common.ts'
+import { listTime, startHubProcess, watchEventsPerSecond } from './common.ts'
 import type { Row } from './common.ts'
 import { WatchFrameSplitter } from '../../lib/frames.ts'
 import { encodeUnknown, encodeWatchEvent } from '../../lib/codec/protobuf.ts'
@@ -56,29 +55,11 @@ function seedCluster(simulator: ApiServerSimulator): void {
 }
 
 /** Events per second a watch of the bench namespace's slices delivers while one 100-endpoint slice is rewritten `count` times. */
-async function sliceWatchThroughput(simulator: ApiServerSimulator, base: string, headers: Record<string, string>, count: number): Promise<number> {
-  const rv = simulator.currentResourceVersion()
-  const res = await request(`${base}/apis/discovery.k8s.io/v1/namespaces/bench/endpointslices?watch=true&resourceVersion=${rv}`, { dispatcher: agent, headers })
-  let seen = 0
-  let buffered = ''
-  const done = (async () => {
-    for await (const chunk of res.body) {
-      buffered += chunk.toString()
-      const lines = buffered.split('\n')
-      buffered = lines.pop() ?? ''
-      seen += lines.length
-      if (seen >= count) break
-    }
-  })()
-  const start = performance.now()
-  for (let i = 0; i < count; i++) {
+function sliceWatchThroughput(simulator: ApiServerSimulator, base: string, headers: Record<string, string>, count: number): Promise<number> {
+  return watchEventsPerSecond(simulator, `${base}/apis/discovery.k8s.io/v1/namespaces/bench/endpointslices?watch=true`, headers, count, i => {
     const current = simulator.get('discovery.k8s.io/v1', 'EndpointSlice', 'bench', 'watched')
     simulator.update({ ...current, endpoints: endpoints(100, i + 1) }) // i + 1: an identical update would be a no-op, no event
-    if (i % 100 === 0) await new Promise(resolve => setImmediate(resolve))
-  }
-  await done
-  res.body.destroy()
-  return count / ((performance.now() - start) / 1000)
+  })
 }
 
 // ---- in-process frame paths ---------------------------------------------------------------------
