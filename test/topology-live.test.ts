@@ -51,3 +51,42 @@ t.test('kube-proxy sees only its topology, and the topology follows the cluster 
   ).body.json()) as any
   t.equal(asProxy.endpoints.length, 1, 'curl -A kube-proxy shows what kube-proxy sees')
 })
+
+t.test('a topology change sends MODIFIED for the slices whose filtered form changed, and nothing else', async t => {
+  const h = await startHarness({ demo: true })
+  t.teardown(() => h.close())
+  await eventually(() => h.hub.topology.known && h.hub.topology.annotationOf('default', 'svc-host') !== undefined, 10_000, 'the topology context')
+  const base = `${h.url}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices`
+  const list = (await (await request(base, { headers: { 'user-agent': kubeProxy } })).body.json()) as any
+  const watch = await request(`${base}?watch=true&resourceVersion=${list.metadata.resourceVersion}`, { headers: { 'user-agent': kubeProxy } })
+  t.teardown(() => watch.body.destroy())
+  const events: any[] = []
+  let buffered = ''
+  void (async () => {
+    for await (const chunk of watch.body) {
+      buffered += chunk.toString()
+      const lines = buffered.split('\n')
+      buffered = lines.pop() ?? ''
+      for (const line of lines) events.push(JSON.parse(line))
+    }
+  })().catch(() => {})
+
+  // svc-host's slice has endpoints on kind-worker (hangzhou) and kind-worker2 (this node): hostname
+  // → pool filters it the same, so nothing is sent; hostname → * brings kind-worker's back
+  h.simulator.patch('v1', 'Service', 'default', 'svc-host', { metadata: { annotations: { 'openyurt.io/topologyKeys': 'openyurt.io/nodepool' } } })
+  await new Promise(resolve => setTimeout(resolve, 500))
+  t.same(events, [], 'an annotation change that filters the same sends nothing')
+  h.simulator.patch('v1', 'Service', 'default', 'svc-host', { metadata: { annotations: { 'openyurt.io/topologyKeys': 'kubernetes.io/hostname,*' } } })
+  h.simulator.patch('v1', 'Service', 'default', 'svc-host', { metadata: { annotations: { 'openyurt.io/topologyKeys': '*' } } })
+  await eventually(() => events.length > 0, 10_000, 'the re-filtered slice')
+  await new Promise(resolve => setTimeout(resolve, 500)) // anything else would have come by now
+  const hostSlice = list.items.find((s: any) => s.metadata.labels['kubernetes.io/service-name'] === 'svc-host').metadata.name
+  t.same(events.map(e => `${e.type} ${e.object.metadata.name}`), [`MODIFIED ${hostSlice}`], 'exactly one event, for the one slice whose filtered form changed')
+  t.equal(events[0].object.endpoints.length, 2, 'now with both endpoints')
+  t.ok(Number(events[0].object.metadata.resourceVersion) > Number(list.metadata.resourceVersion), 'it carries the version of the change')
+
+  // a change that filters nothing differently sends nothing
+  h.simulator.patch('v1', 'Service', 'default', 'svc-ud1-without-topology', { metadata: { labels: { touched: 'yes' } } })
+  await new Promise(resolve => setTimeout(resolve, 500))
+  t.equal(events.length, 1, 'an unrelated Service change sends nothing')
+})
