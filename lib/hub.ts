@@ -103,11 +103,17 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     isOnline: () => checker.state === 'online',
     log,
   })
-  const filters = new FilterRegistry(topology, config.topologyComponents, log)
+  const filters = new FilterRegistry(topology, config.topologyComponents, log, {
+    onFiltered: (changed, dropped) => {
+      metrics.filteredObjects.inc(changed)
+      metrics.droppedEndpoints.inc(dropped)
+    },
+  })
   const filteredWatches = new FilteredWatches()
   topology.on('change', () => {
     filters.invalidate()
     const sent = filteredWatches.refilterAll(topology.resourceVersion)
+    metrics.refilterEvents.inc(sent)
     log.info({ pool: topology.nodePool, sent }, 'topology changed')
   })
 

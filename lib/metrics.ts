@@ -7,6 +7,9 @@ export interface Metrics {
   cacheLoadedObjects: Gauge
   servedFromCache: Counter<'component' | 'verb' | 'resource'>
   cloudOnline: Gauge
+  filteredObjects: Counter
+  droppedEndpoints: Counter
+  refilterEvents: Counter
 }
 
 export function createMetrics(): Metrics {
@@ -26,5 +29,8 @@ export function createMetrics(): Metrics {
       registers: [registry],
     }),
     cloudOnline: new Gauge({ name: 'outpost_cloud_online', help: '1 while at least one apiserver is reachable', registers: [registry] }),
+    filteredObjects: new Counter({ name: 'outpost_filter_changed_objects_total', help: 'Objects the service topology filter changed', registers: [registry] }),
+    droppedEndpoints: new Counter({ name: 'outpost_filter_dropped_endpoints_total', help: 'Endpoints (or Endpoints addresses) the service topology filter dropped', registers: [registry] }),
+    refilterEvents: new Counter({ name: 'outpost_refilter_events_total', help: 'MODIFIED events sent to open watches because the topology changed', registers: [registry] }),
   }
 }

@@ -50,6 +50,10 @@ t.test('kube-proxy sees only its topology, and the topology follows the cluster 
     await request(`${h.url}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/svc-ud1-abcde`, { headers: { 'user-agent': 'kube-proxy' } })
   ).body.json()) as any
   t.equal(asProxy.endpoints.length, 1, 'curl -A kube-proxy shows what kube-proxy sees')
+
+  const metrics = await (await request(`${h.hub.adminUrl}/metrics`)).body.text()
+  t.match(metrics, /^outpost_filter_dropped_endpoints_total [1-9]\d*$/m, 'dropped endpoints are counted')
+  t.match(metrics, /^outpost_refilter_events_total [1-9]\d*$/m, 're-filter events are counted')
 })
 
 t.test('a topology change sends MODIFIED for the slices whose filtered form changed, and nothing else', async t => {

@@ -11,7 +11,6 @@ import { parseFieldSelector, parseLabelSelector, type FieldSelector, type LabelS
 import type { Cluster, PatchType } from './cluster.ts'
 import { ApiError, badRequest, noSuchResource } from './errors.ts'
 import { negotiate, notAcceptableMessage, renderList, renderObject, type Output } from './render.ts'
-import type { ResourceEntry } from './resources.ts'
 import { WatchStream } from './watch.ts'
 
 /** The apiserver gzips response bodies of at least this size when the client accepts gzip. */
