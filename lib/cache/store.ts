@@ -220,16 +220,16 @@ export class CacheStore {
     const items: CachedObject[] = []
     const bodies = needsBodies(scope)
     for (const entry of [...collection.entries.values()]) {
-      let object: CachedObject | undefined
-      const document = () => JSON.parse(object!.body.toString())
       if (bodies) {
-        object = await this.withBody(key, entry.meta)
-        if (!object) continue
+        // a field selector on other paths: the JSON body decides
+        const object = await this.withBody(key, entry.meta)
+        if (object && matchesScope(entry, scope, () => JSON.parse(object.body.toString()))) items.push(object)
+        continue
       }
-      if (!matchesScope(entry, scope, document)) continue
+      if (!matchesScope(entry, scope)) continue
       // the common case, a body still in memory, without a microtask per item
-      const body = object ? undefined : this.bodies.get(CacheStore.bodyKey(key, entry.meta.namespace, entry.meta.name))
-      object ??= body ? { ...entry.meta, body } : await this.withBody(key, entry.meta)
+      const body = this.bodies.get(CacheStore.bodyKey(key, entry.meta.namespace, entry.meta.name))
+      const object = body ? { ...entry.meta, body } : await this.withBody(key, entry.meta)
       if (object) items.push(object)
     }
     items.sort((a, b) => (a.namespace === b.namespace ? cmp(a.name, b.name) : cmp(a.namespace, b.namespace)))
