@@ -65,6 +65,8 @@ async function main(): Promise<void> {
     process.exit(1)
   }
   closers.unshift(() => hub.close())
+  // A stray rejected promise must not take the node's apiserver away: log it loudly, keep serving.
+  process.on('unhandledRejection', reason => hub.log.error({ err: reason instanceof Error ? reason.stack : String(reason) }, 'unhandled rejection'))
   if (demo) process.stdout.write(demoBanner(hub.proxyUrl))
 
   let stopping = false
