@@ -27,8 +27,10 @@ export interface EndpointsFilter {
   kind: EndpointsKind
   body(format: WireFormat, body: Buffer): Buffer
   frame(format: WireFormat, frame: Buffer): Buffer
-  /** one object as the cache stores it (JSON text, or a raw protobuf object message) */
+  /** one object as the cache stores it (JSON text, or a raw protobuf object message); the same Buffer when unchanged */
   object(format: WireFormat, apiVersion: string, object: Buffer): Buffer
+  /** one decoded JSON object; the same reference when unchanged */
+  jsonObject(object: unknown): unknown
 }
 
 function kindOf(info: RequestInfo): EndpointsKind | undefined {
@@ -121,6 +123,7 @@ export class FilterRegistry {
           const result = counted(filterEndpointsObject(event.object, this.currentInput(), kind))
           return result.changed ? Buffer.from(JSON.stringify({ type: event.type, object: result.object }) + '\n') : frame
         }),
+      jsonObject: object => guard(object, () => counted(filterEndpointsObject(object, this.currentInput(), kind)).object),
       object: (format, apiVersion, object) =>
         guard(object, () => {
           if (format === 'protobuf') return filterEndpointsRaw(apiVersion, kind, object, this.currentInput()).raw

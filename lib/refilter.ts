@@ -16,6 +16,8 @@ interface Tracked {
   sent: Buffer
 }
 
+const tracked = new Set(['ADDED', 'MODIFIED', 'DELETED'])
+
 interface Meta {
   namespace?: string
   name?: string
@@ -40,39 +42,55 @@ export class FilteredWatch {
     }
   }
 
-  /** One upstream frame: tracked, filtered, and returned for the client. */
+  /**
+   * One upstream frame: decoded once, filtered once, tracked, and returned for the client (the
+   * upstream's own bytes when the filter changed nothing).
+   */
   onFrame(frame: Buffer): Buffer {
+    let event: { type: string; key: string; apiVersion: string; kind: string; unfiltered: Buffer; filtered: Buffer }
     try {
-      if (this.format === 'protobuf') this.trackProtobuf(frame)
-      else this.trackJson(frame)
+      event = this.format === 'protobuf' ? this.decodeProtobuf(frame) : this.decodeJson(frame)
     } catch {
-      // an event the tracker cannot read is still forwarded (filtered if the filter can)
+      return this.filter.frame(this.format, frame) // BOOKMARK, ERROR, or unreadable: the filter decides
     }
-    return this.filter.frame(this.format, frame)
+    if (event.type === 'DELETED') this.objects.delete(event.key)
+    else this.objects.set(event.key, { apiVersion: event.apiVersion, kind: event.kind, unfiltered: event.unfiltered, sent: event.filtered })
+    if (event.filtered === event.unfiltered) return frame
+    return this.format === 'protobuf'
+      ? encodeWatchEvent(event.type, encodeUnknown({ apiVersion: event.apiVersion, kind: event.kind, raw: event.filtered }))
+      : Buffer.concat([Buffer.from(`{"type":${JSON.stringify(event.type)},"object":`), event.filtered, Buffer.from('}\n')])
   }
 
-  private track(type: string, key: string, apiVersion: string, kind: string, unfiltered: Buffer): void {
-    if (type === 'DELETED') {
-      this.objects.delete(key)
-      return
-    }
-    if (type !== 'ADDED' && type !== 'MODIFIED') return
-    this.objects.set(key, { apiVersion, kind, unfiltered, sent: this.filter.object(this.format, apiVersion, unfiltered) })
-  }
-
-  private trackJson(frame: Buffer): void {
+  private decodeJson(frame: Buffer) {
     const event = JSON.parse(frame.toString()) as { type: string; object: { apiVersion: string; kind: string; metadata?: Meta } }
+    if (!tracked.has(event.type)) throw new Error('not an object event')
     const meta = event.object.metadata ?? {}
-    this.track(event.type, `${meta.namespace ?? ''}/${meta.name}`, event.object.apiVersion, event.object.kind, Buffer.from(JSON.stringify(event.object)))
+    const unfiltered = Buffer.from(JSON.stringify(event.object))
+    const filtered = this.filter.jsonObject(event.object)
+    return {
+      type: event.type,
+      key: `${meta.namespace ?? ''}/${meta.name}`,
+      apiVersion: event.object.apiVersion,
+      kind: event.object.kind,
+      unfiltered,
+      filtered: filtered === event.object ? unfiltered : Buffer.from(JSON.stringify(filtered)),
+    }
   }
 
-  private trackProtobuf(frame: Buffer): void {
+  private decodeProtobuf(frame: Buffer) {
     const event = decodeWatchEvent(frame)
-    if (event.type !== 'ADDED' && event.type !== 'MODIFIED' && event.type !== 'DELETED') return
+    if (!tracked.has(event.type)) throw new Error('not an object event')
     const unknown = decodeUnknown(event.object)
     const raw = Buffer.from(unknown.raw)
     const { namespace, name } = metaOf(raw)
-    this.track(event.type, `${namespace}/${name}`, unknown.apiVersion, unknown.kind, raw)
+    return {
+      type: event.type,
+      key: `${namespace}/${name}`,
+      apiVersion: unknown.apiVersion,
+      kind: unknown.kind,
+      unfiltered: raw,
+      filtered: this.filter.object('protobuf', unknown.apiVersion, raw),
+    }
   }
 
   /**

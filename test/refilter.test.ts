@@ -1,0 +1,51 @@
+// Live re-filtering on the recorded protobuf watch stream (the simulator speaks JSON only).
+import t from 'tap'
+import { readFileSync } from 'node:fs'
+import { pino } from 'pino'
+import { FilterRegistry } from '../filters/registry.ts'
+import type { TopologyProvider } from '../filters/registry.ts'
+import { filterProtobufWatchFrame } from '../filters/servicetopology-protobuf.ts'
+import { FilteredWatch } from '../lib/refilter.ts'
+import { classify } from '../lib/requestinfo.ts'
+import { decodeUnknown, decodeWatchEvent, objectMeta } from '../lib/codec/protobuf.ts'
+
+const fixture = (name: string) => readFileSync(new URL(`./fixtures/apiserver-v1.24/${name}`, import.meta.url))
+
+function frames(stream: Buffer): Buffer[] {
+  const out: Buffer[] = []
+  for (let at = 0; at < stream.length; at += 4 + stream.readUInt32BE(at)) out.push(stream.subarray(at, at + 4 + stream.readUInt32BE(at)))
+  return out
+}
+
+t.test('protobuf frames: filtered once, tracked, and re-filtered when an annotation changes', async t => {
+  const nodes = JSON.parse(fixture('list-nodes.json').toString()).items as any[]
+  const nodeLabelsByName = new Map(nodes.map(n => [n.metadata.name as string, n.metadata.labels as Record<string, string>]))
+  const poolNodes = new Set(nodes.filter(n => n.metadata.labels['apps.openyurt.io/nodepool'] === 'shanghai').map(n => n.metadata.name as string))
+  const annotations = new Map([['default/svc-ud1', 'openyurt.io/nodepool'], ['default/svc-host', 'kubernetes.io/hostname']])
+  const provider: TopologyProvider = {
+    known: true,
+    context: () => ({ nodeName: 'kind-worker2', nodeLabels: nodeLabelsByName.get('kind-worker2')!, poolNodes, nodeLabelsByName }),
+    annotationOf: (ns, name) => annotations.get(`${ns}/${name}`),
+  }
+  const registry = new FilterRegistry(provider, ['kube-proxy'], pino({ level: 'silent' }))
+  const filter = registry.forRequest(classify('GET', '/apis/discovery.k8s.io/v1/endpointslices?watch=true', 'kube-proxy/v1.24.0'))!
+  const injected: Buffer[] = []
+  const watch = new FilteredWatch('protobuf', filter, frame => injected.push(frame))
+
+  const input = frames(fixture('watch-endpointslices.pb'))
+  for (const frame of input) {
+    const out = watch.onFrame(frame)
+    t.same(out, filterProtobufWatchFrame(frame, { topology: provider.context(), annotationOf: provider.annotationOf }).frame, 'the same bytes as the wire filter')
+  }
+
+  annotations.set('default/svc-ud1', 'kubernetes.io/hostname')
+  registry.invalidate()
+  t.equal(watch.refilter('99999'), 1, 'one object filters differently now')
+  const event = decodeWatchEvent(injected[0])
+  t.equal(event.type, 'MODIFIED')
+  const unknown = decodeUnknown(event.object)
+  const meta = objectMeta(Buffer.from(unknown.raw))
+  t.equal(meta.name, 'svc-ud1-abcde')
+  t.equal(meta.resourceVersion, '99999', 'carries the version of the change')
+  t.equal(watch.refilter('99999'), 0, 'nothing more to send')
+})
