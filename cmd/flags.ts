@@ -185,7 +185,7 @@ export const flags: readonly FlagSpec[] = [
   }),
   spec({
     flag: 'admin-port', env: 'OUTPOST_ADMIN_PORT', arg: 'PORT', key: 'adminPort', default: String(defaults.adminPort),
-    help: 'admin port on 127.0.0.1: /v1/healthz, /metrics',
+    help: 'admin port on 127.0.0.1: /v1/healthz, /v1/readyz, /metrics, /debug/cache, /debug/topology',
     parse: values => port(last(values)),
   }),
   spec({

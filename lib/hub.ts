@@ -1,6 +1,5 @@
 // Starts the hub from a HubConfig: credentials → upstream → health → cache → proxy server (+ admin).
 // The one place that wires modules together; each module stays ignorant of the others.
-import Fastify, { LogController } from 'fastify'
 import { pino } from 'pino'
 import type { Logger } from 'pino'
 import type { AddressInfo } from 'node:net'
@@ -9,6 +8,7 @@ import { loadKubeconfig } from './kubeconfig.ts'
 import type { UpstreamCredentials } from './kubeconfig.ts'
 import { Upstream } from './upstream.ts'
 import { createProxyServer } from './server.ts'
+import { createAdminServer } from './admin.ts'
 import { HealthChecker } from './health.ts'
 import { LiveStreams } from './streams.ts'
 import { DiskCache } from './cache/disk.ts'
@@ -130,12 +130,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     onServedFromCache: info => metrics.servedFromCache.inc({ component: info.component, verb: info.verb, resource: info.resource }),
     offlineBookmarkIntervalMs: options.offlineBookmarkIntervalMs ?? 10_000,
   })
-  const admin = Fastify({ loggerInstance: log.child({ server: 'admin' }), logController: new LogController({ disableRequestLogging: true }) })
-  admin.get('/v1/healthz', async () => 'ok')
-  admin.get('/metrics', async (_request, reply) => {
-    reply.type(metrics.registry.contentType)
-    return metrics.registry.metrics()
-  })
+  const admin = createAdminServer({ log, metrics, store, topology, health, nodeName: config.nodeName })
 
   try {
     await health.start()

@@ -95,6 +95,11 @@ export class TopologySource extends EventEmitter {
     if (resourceVersion && /^\d+$/.test(resourceVersion) && BigInt(resourceVersion) > this.latest) this.latest = BigInt(resourceVersion)
   }
 
+  /** Every Service with a topology annotation: namespace/name → annotation. */
+  annotatedServices(): Record<string, string> {
+    return Object.fromEntries([...this.annotations].sort(([a], [b]) => (a < b ? -1 : 1)))
+  }
+
   annotationOf(namespace: string, service: string): string | undefined {
     return this.annotations.get(`${namespace}/${service}`)
   }
