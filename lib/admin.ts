@@ -4,7 +4,14 @@ import Fastify, { LogController } from 'fastify'
 import type { Logger } from 'pino'
 import type { Metrics } from './metrics.ts'
 import type { CacheStore } from './cache/store.ts'
-import { resourceDirName } from './cache/types.ts'
+import { clusterScopeDir, parseResourceDir, resourceDirName } from './cache/types.ts'
+import type { CachedObject, ResourceKey } from './cache/types.ts'
+import { validPathComponent } from './cache/disk.ts'
+import { parseScope } from './cache/store.ts'
+import { objectMeta } from './codec/protobuf.ts'
+import { classify } from './requestinfo.ts'
+import type { FilterRegistry } from '../filters/registry.ts'
+import { failure, notFound } from './status.ts'
 import type { TopologySource } from './topology.ts'
 import type { HealthChecker } from './health.ts'
 
@@ -14,7 +21,35 @@ export interface AdminOptions {
   store: CacheStore
   topology: TopologySource
   health: HealthChecker
+  filters: FilterRegistry
   nodeName: string
+}
+
+const everything = parseScope({ namespace: '', labelSelector: '', fieldSelector: '' })
+
+/** Secret values never leave the hub: their keys and sizes are enough to debug with. */
+function redact(document: any): any {
+  if (document?.kind !== 'Secret') return document
+  const hidden = (values: Record<string, string> | undefined) =>
+    values && Object.fromEntries(Object.keys(values).map(k => [k, `<redacted, ${values[k].length} bytes>`]))
+  return { ...document, data: hidden(document.data), stringData: hidden(document.stringData) }
+}
+
+/** A cached object as JSON: JSON bodies whole (redacted), protobuf ones as a summary of their metadata. */
+function readable(object: CachedObject): unknown {
+  if (object.format === 'json') return redact(JSON.parse(object.body.toString()))
+  const meta = objectMeta(object.body)
+  return {
+    kind: object.kind,
+    apiVersion: object.apiVersion,
+    format: 'protobuf',
+    bytes: object.body.length,
+    metadata: { name: meta.name, namespace: meta.namespace, resourceVersion: meta.resourceVersion, labels: meta.labels },
+  }
+}
+
+function apiPath(key: ResourceKey): string {
+  return key.group ? `/apis/${key.group}/${key.version}/${key.resource}` : `/api/${key.version}/${key.resource}`
 }
 
 export function createAdminServer(options: AdminOptions) {
@@ -55,6 +90,48 @@ export function createAdminServer(options: AdminOptions) {
       }))
       .sort((a, b) => (a.component + a.resource < b.component + b.resource ? -1 : 1)),
   }))
+
+  // Path segments are checked against the cache's own naming rules: no '..', no encoded slashes, no
+  // escape from the cache; anything unknown is a 404 Status.
+  const keyOf = (component: string, resourceDir: string): ResourceKey | undefined => {
+    if (!validPathComponent(component) || !validPathComponent(resourceDir)) return undefined
+    const parsed = parseResourceDir(resourceDir)
+    return parsed && store.find({ component, ...parsed }) ? { component, ...parsed } : undefined
+  }
+  const filterFor = (key: ResourceKey, filtered: boolean) =>
+    filtered ? options.filters.forRequest(classify('GET', apiPath(key), key.component)) : undefined
+  const shown = (key: ResourceKey, object: CachedObject, filtered: boolean) => {
+    const filter = filterFor(key, filtered)
+    return readable(filter ? { ...object, body: filter.object(object.format, object.apiVersion, object.body) } : object)
+  }
+
+  admin.get<{ Params: { component: string; resource: string }; Querystring: { filtered?: string } }>(
+    '/debug/cache/:component/:resource',
+    async (request, reply) => {
+      const key = keyOf(request.params.component, request.params.resource)
+      if (!key) return reply.code(404).send(notFound('cache', '', `${request.params.component}/${request.params.resource}`))
+      const filtered = request.query.filtered === 'true'
+      const list = await store.list(key, everything)
+      return { component: key.component, resource: request.params.resource, filtered, items: (list?.items ?? []).map(o => shown(key, o, filtered)) }
+    },
+  )
+
+  admin.get<{ Params: { component: string; resource: string; namespace: string; name: string }; Querystring: { filtered?: string } }>(
+    '/debug/cache/:component/:resource/:namespace/:name',
+    async (request, reply) => {
+      const { component, resource, namespace, name } = request.params
+      const key = keyOf(component, resource)
+      const ns = namespace === clusterScopeDir ? '' : namespace
+      if (!key || !(ns === '' || validPathComponent(ns)) || !validPathComponent(name)) {
+        return reply.code(404).send(notFound('cache', '', `${component}/${resource}/${namespace}/${name}`))
+      }
+      const object = await store.get(key, ns, name)
+      if (!object) return reply.code(404).send(notFound(key.resource, key.group, name))
+      return shown(key, object, request.query.filtered === 'true')
+    },
+  )
+
+  admin.setNotFoundHandler((request, reply) => reply.code(404).send(failure(404, `no such admin path: ${request.url}`, 'NotFound')))
 
   admin.get('/debug/topology', async () => {
     const context = topology.context()

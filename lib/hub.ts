@@ -130,7 +130,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     onServedFromCache: info => metrics.servedFromCache.inc({ component: info.component, verb: info.verb, resource: info.resource }),
     offlineBookmarkIntervalMs: options.offlineBookmarkIntervalMs ?? 10_000,
   })
-  const admin = createAdminServer({ log, metrics, store, topology, health, nodeName: config.nodeName })
+  const admin = createAdminServer({ log, metrics, store, topology, health, filters, nodeName: config.nodeName })
 
   try {
     await health.start()

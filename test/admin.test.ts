@@ -39,3 +39,31 @@ t.test('readyz says what is missing', async t => {
   t.equal(ready.status, 503)
   t.match(ready.text, /node kind-worker2 not seen yet/)
 })
+
+t.test('cached objects for curl: filtered view, Secrets redacted, traversal refused', async t => {
+  const h = await startHarness({ demo: true })
+  t.teardown(() => h.close())
+  await eventually(() => h.hub.topology.known, 10_000, 'topology')
+  const proxy = { 'user-agent': 'kube-proxy/v1.24.0' }
+  await (await request(`${h.url}/apis/discovery.k8s.io/v1/endpointslices`, { headers: proxy })).body.dump()
+  await (await request(`${h.url}/api/v1/namespaces/default/secrets`, { headers: { 'user-agent': 'kubelet/v1.24.0' } })).body.dump()
+  const base = `${h.hub.adminUrl}/debug/cache`
+
+  const raw = JSON.parse((await get(`${base}/kube-proxy/endpointslices.v1.discovery.k8s.io/default/svc-ud1-abcde`)).text)
+  const filtered = JSON.parse((await get(`${base}/kube-proxy/endpointslices.v1.discovery.k8s.io/default/svc-ud1-abcde?filtered=true`)).text)
+  t.equal(raw.endpoints.length, 4, 'the cache holds what the apiserver said')
+  t.equal(filtered.endpoints.length, 2, '?filtered=true shows what kube-proxy receives')
+  const all = JSON.parse((await get(`${base}/kube-proxy/endpointslices.v1.discovery.k8s.io`)).text)
+  t.ok(all.items.length >= 4, 'the whole resource')
+
+  const secretText = (await get(`${base}/kubelet/secrets.v1.core/default/app-secret`)).text
+  const realData = h.simulator.get('v1', 'Secret', 'default', 'app-secret').data
+  for (const value of Object.values(realData) as string[]) t.notOk(secretText.includes(value), 'no Secret value in /debug output')
+  t.match(JSON.parse(secretText).data, Object.fromEntries(Object.keys(realData).map(k => [k, /redacted/])))
+
+  for (const path of ['/kubelet/..%2F..%2Fetc/passwd', '/..%2F..%2F/secrets.v1.core', '/kubelet/secrets.v1.core/default/..', '/kubelet/secrets.v1.core/..%2Fkube-system/x', '/nobody/pods.v1.core']) {
+    const res = await get(base + path)
+    t.equal(res.status, 404, `${path}: 404`)
+    t.equal(JSON.parse(res.text).kind, 'Status', `${path}: a Status`)
+  }
+})

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto'
 import { chmod, mkdir, open, readdir, readFile, rename, unlink } from 'node:fs/promises'
 import path from 'node:path'
 import type { Logger } from 'pino'
-import { clusterScopeDir, resourceDirName } from './types.ts'
+import { clusterScopeDir, parseResourceDir, resourceDirName } from './types.ts'
 import type { CachedObject, ResourceKey } from './types.ts'
 
 export interface DiskEntry {
@@ -50,14 +50,6 @@ function checkComponent(what: string, value: string): void {
   if (typeof value !== 'string' || !validPathComponent(value)) {
     throw new Error(`disk cache: invalid ${what} ${JSON.stringify(value)}: must match ${componentPattern.source} and be at most ${maxComponentLength} characters`)
   }
-}
-
-function parseResourceDir(dir: string): Pick<ResourceKey, 'group' | 'version' | 'resource'> | undefined {
-  const first = dir.indexOf('.')
-  const second = first === -1 ? -1 : dir.indexOf('.', first + 1)
-  if (first <= 0 || second <= first + 1 || second === dir.length - 1) return undefined
-  const group = dir.slice(second + 1)
-  return { resource: dir.slice(0, first), version: dir.slice(first + 1, second), group: group === 'core' ? '' : group }
 }
 
 function errorCode(error: unknown): string | undefined {

@@ -41,5 +41,14 @@ export function resourceDirName(key: Pick<ResourceKey, 'group' | 'version' | 're
   return `${key.resource}.${key.version}.${key.group || 'core'}`
 }
 
+/** The inverse of resourceDirName; undefined for a name that is not one. */
+export function parseResourceDir(dir: string): Pick<ResourceKey, 'group' | 'version' | 'resource'> | undefined {
+  const first = dir.indexOf('.')
+  const second = first === -1 ? -1 : dir.indexOf('.', first + 1)
+  if (first <= 0 || second <= first + 1 || second === dir.length - 1) return undefined
+  const group = dir.slice(second + 1)
+  return { resource: dir.slice(0, first), version: dir.slice(first + 1, second), group: group === 'core' ? '' : group }
+}
+
 /** Cluster-scoped objects live under this namespace directory (no namespace name can start with '_'). */
 export const clusterScopeDir = '_cluster'
