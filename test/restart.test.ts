@@ -129,3 +129,26 @@ t.test('SIGKILL mid-burst, restart offline: every file parses, nothing acknowled
   const ud1 = slices.items.find((s: any) => s.metadata.name === 'svc-ud1-abcde')
   t.same(ud1.endpoints.flatMap((e: any) => e.addresses).sort(), ['10.244.1.3', '10.244.3.2'], 'kube-proxy still sees only its pool, offline after a restart')
 })
+
+t.test('SIGTERM with open watches exits 0, ends the watches, and leaves a loadable cache', async t => {
+  const simulator = await startDemoCluster()
+  t.teardown(() => simulator.close())
+  const cacheDir = mkdtempSync(path.join(os.tmpdir(), 'outpost-sigterm-'))
+  const hub = await startHubProcess(simulator.url, cacheDir)
+  t.teardown(() => hub.child.kill('SIGKILL'))
+  await (await request(`${hub.url}/api/v1/namespaces/default/configmaps`, { headers: kubelet })).body.dump()
+  const rv = simulator.currentResourceVersion()
+  const watches = await Promise.all(
+    [0, 1, 2].map(() => request(`${hub.url}/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=${rv}`, { headers: kubelet })),
+  )
+  const ended = Promise.all(watches.map(w => w.body.text().catch(() => '')))
+  const exited = once(hub.child, 'exit')
+  hub.child.kill('SIGTERM')
+  const [code] = await exited
+  t.equal(code, 0, 'exit code 0')
+  await ended
+  t.pass('every open watch was ended')
+  const report = await (await DiskCache.open(cacheDir, pino({ level: 'silent' }))).load(() => {})
+  t.equal(report.failed.length, 0, 'the cache loads')
+  t.ok(report.loaded > 0, 'and holds what was recorded')
+})
