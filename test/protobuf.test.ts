@@ -1,4 +1,5 @@
 import t from 'tap'
+import { watchFrames } from './helpers/fixtures.ts'
 import { readFileSync } from 'node:fs'
 import {
   type ListParts,
@@ -37,15 +38,7 @@ function summary(raw: Buffer) {
   return { ...s, generation: s.generation }
 }
 
-function frames(stream: Buffer): Buffer[] {
-  const out: Buffer[] = []
-  for (let pos = 0; pos < stream.length; ) {
-    const end = pos + 4 + stream.readUInt32BE(pos)
-    out.push(stream.subarray(pos, end))
-    pos = end
-  }
-  return out
-}
+const frames = watchFrames
 
 const lists = ['list-endpointslices', 'list-services', 'list-pods-kind-worker2', 'list-services.metadata']
 

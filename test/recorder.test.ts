@@ -1,26 +1,18 @@
 // The recording path on what a real apiserver sent: protobuf lists and watch frames (the simulator
 // speaks JSON only), recorded as kube-proxy's and served back offline byte for byte.
 import t from 'tap'
-import { readFileSync } from 'node:fs'
+import { fixtureBytes, watchFrames } from './helpers/fixtures.ts'
 import { pino } from 'pino'
 import { classify } from '../lib/requestinfo.ts'
 import { CacheStore } from '../lib/cache/store.ts'
 import { Recorder, CachePolicy, resourceKeyOf, scopeOf } from '../lib/cache/recorder.ts'
 import { decodeUnknown, encodeUnknown, splitList } from '../lib/codec/protobuf.ts'
 
-const fixture = (name: string) => readFileSync(new URL(`./fixtures/apiserver-v1.24/${name}`, import.meta.url))
+const fixture = fixtureBytes
 const kubeProxy = 'kube-proxy/v1.24.0+0 (linux/amd64) kubernetes/2cc6ddc'
 const log = pino({ level: 'silent' })
 
-function frames(stream: Buffer): Buffer[] {
-  const out: Buffer[] = []
-  for (let at = 0; at < stream.length; ) {
-    const size = stream.readUInt32BE(at)
-    out.push(stream.subarray(at, at + 4 + size))
-    at += 4 + size
-  }
-  return out
-}
+const frames = watchFrames
 
 t.test('a protobuf list, then the recorded watch stream, leave the cache where the apiserver ended', async t => {
   const store = new CacheStore(undefined, log)

@@ -1,6 +1,6 @@
 // Live re-filtering on the recorded protobuf watch stream (the simulator speaks JSON only).
 import t from 'tap'
-import { readFileSync } from 'node:fs'
+import { fixtureBytes, recordedAnnotations, recordedContext, watchFrames } from './helpers/fixtures.ts'
 import { pino } from 'pino'
 import { FilterRegistry } from '../filters/registry.ts'
 import type { TopologyProvider } from '../filters/registry.ts'
@@ -9,22 +9,16 @@ import { FilteredWatch } from '../lib/refilter.ts'
 import { classify } from '../lib/requestinfo.ts'
 import { decodeUnknown, decodeWatchEvent, objectMeta } from '../lib/codec/protobuf.ts'
 
-const fixture = (name: string) => readFileSync(new URL(`./fixtures/apiserver-v1.24/${name}`, import.meta.url))
+const fixture = fixtureBytes
 
-function frames(stream: Buffer): Buffer[] {
-  const out: Buffer[] = []
-  for (let at = 0; at < stream.length; at += 4 + stream.readUInt32BE(at)) out.push(stream.subarray(at, at + 4 + stream.readUInt32BE(at)))
-  return out
-}
+const frames = watchFrames
 
 t.test('protobuf frames: filtered once, tracked, and re-filtered when an annotation changes', async t => {
-  const nodes = JSON.parse(fixture('list-nodes.json').toString()).items as any[]
-  const nodeLabelsByName = new Map(nodes.map(n => [n.metadata.name as string, n.metadata.labels as Record<string, string>]))
-  const poolNodes = new Set(nodes.filter(n => n.metadata.labels['apps.openyurt.io/nodepool'] === 'shanghai').map(n => n.metadata.name as string))
-  const annotations = new Map([['default/svc-ud1', 'openyurt.io/nodepool'], ['default/svc-host', 'kubernetes.io/hostname']])
+  const context = recordedContext('kind-worker2')
+  const annotations = recordedAnnotations()
   const provider: TopologyProvider = {
     known: true,
-    context: () => ({ nodeName: 'kind-worker2', nodeLabels: nodeLabelsByName.get('kind-worker2')!, poolNodes, nodeLabelsByName }),
+    context: () => context,
     annotationOf: (ns, name) => annotations.get(`${ns}/${name}`),
   }
   const registry = new FilterRegistry(provider, ['kube-proxy'], pino({ level: 'silent' }))

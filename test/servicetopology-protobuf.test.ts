@@ -1,39 +1,23 @@
 import t, { type Test } from 'tap'
-import { readFileSync } from 'node:fs'
+import { fixtureBytes, fixtureJson, recordedAnnotations, recordedContext, watchFrames } from './helpers/fixtures.ts'
 import {
   type ServiceTopologyInput,
   filterEndpointsRaw,
   filterProtobufBody,
   filterProtobufWatchFrame,
 } from '../filters/servicetopology-protobuf.ts'
-import { type EndpointPlace, type TopologyContext, decideTopology, nodePoolLabel, topologyAnnotation } from '../filters/topology.ts'
+import { type EndpointPlace, type TopologyContext, decideTopology } from '../filters/topology.ts'
 import { ProtobufError, assembleList, decodeUnknown, decodeWatchEvent, encodeUnknown, objectMeta, splitList } from '../lib/codec/protobuf.ts'
 import { FieldReader, lenFieldSize, writeBytesField, writeStringField } from '../lib/codec/wire.ts'
 
-const dir = new URL('./fixtures/apiserver-v1.24/', import.meta.url)
-const bytes = (name: string): Buffer => readFileSync(new URL(name, dir))
-const json = (name: string): any => JSON.parse(readFileSync(new URL(name, dir), 'utf8'))
+const bytes = fixtureBytes
+const json = fixtureJson
 
 // --- the context: node kind-worker2 of pool shanghai, Services as recorded --------------------
 
-function contextFor(nodeName: string): TopologyContext {
-  const nodes: any[] = json('list-nodes.json').items
-  const labelsOf = new Map<string, Record<string, string>>(nodes.map(n => [n.metadata.name, n.metadata.labels ?? {}]))
-  const mine = labelsOf.get(nodeName) ?? {}
-  const pool = mine[nodePoolLabel]
-  return {
-    nodeName,
-    nodeLabels: mine,
-    poolNodes: new Set(pool === undefined ? [] : nodes.filter(n => n.metadata.labels?.[nodePoolLabel] === pool).map(n => n.metadata.name)),
-    nodeLabelsByName: labelsOf,
-  }
-}
+const contextFor = (nodeName: string): TopologyContext => recordedContext(nodeName)
 
-const recordedAnnotations = new Map<string, string>()
-for (const s of json('list-services.json').items) {
-  const a = s.metadata.annotations?.[topologyAnnotation]
-  if (a !== undefined) recordedAnnotations.set(`${s.metadata.namespace}/${s.metadata.name}`, a)
-}
+const annotationsAsRecorded = recordedAnnotations()
 
 function inputWith(annotations: Map<string, string> | ((ns: string, svc: string) => string | undefined), nodeName = 'kind-worker2'): ServiceTopologyInput & { invalid: string[] } {
   const invalid: string[] = []
@@ -44,7 +28,7 @@ function inputWith(annotations: Map<string, string> | ((ns: string, svc: string)
     onInvalid: (ns, svc, reason) => invalid.push(`${ns}/${svc}: ${reason}`),
   }
 }
-const recorded = () => inputWith(recordedAnnotations)
+const recorded = () => inputWith(annotationsAsRecorded)
 
 // --- a protobuf field walker for the checks ----------------------------------------------------
 
@@ -69,15 +53,7 @@ function lenField(field: number, payload: Buffer): Buffer {
   return out
 }
 
-function frames(stream: Buffer): Buffer[] {
-  const out: Buffer[] = []
-  for (let pos = 0; pos < stream.length; ) {
-    const end = pos + 4 + stream.readUInt32BE(pos)
-    out.push(stream.subarray(pos, end))
-    pos = end
-  }
-  return out
-}
+const frames = watchFrames
 
 /**
  * The output slice equals the input slice with some Endpoint fields (2) taken out: every other field
@@ -280,7 +256,7 @@ t.test('watch-endpointslices.pb frames', async t => {
     t.equal(rebuiltObject.kind, 'EndpointSlice')
     t.ok(encodeUnknown(rebuiltObject).equals(after.object), 'Unknown envelope lengths')
     t.same(checkSlice(t, raw, rebuiltObject.raw), ['10.244.1.3', '10.244.3.2'])
-    const twin = readFileSync(new URL('watch-endpointslices.json', dir), 'utf8').trim().split('\n').map(l => JSON.parse(l))[0].object
+    const twin = bytes('watch-endpointslices.json').toString().trim().split('\n').map(l => JSON.parse(l))[0].object
     t.same(expectedFromJson(twin, input), ['10.244.1.3', '10.244.3.2'])
   }
   t.same(types, ['MODIFIED', 'ADDED', 'DELETED', 'BOOKMARK', 'BOOKMARK'])

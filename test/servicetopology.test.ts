@@ -1,12 +1,12 @@
 // The JSON service topology filter on what a real apiserver sent (test/fixtures/apiserver-v1.24), seen
 // from kind-worker2 of pool shanghai (kind-worker2, kind-worker3), the Services' annotations as recorded.
 import t from 'tap'
-import { readFileSync } from 'node:fs'
-import { nodePoolLabel, topologyAnnotation, type TopologyContext } from '../filters/topology.ts'
+import { topologyAnnotation, type TopologyContext } from '../filters/topology.ts'
+import { fixtureJson, recordedContext } from './helpers/fixtures.ts'
 import { filterEndpointsObject, serviceOf, type ServiceTopologyInput } from '../filters/servicetopology.ts'
 
 type Json = any // eslint-disable-line @typescript-eslint/no-explicit-any
-const fixture = (name: string): Json => JSON.parse(readFileSync(new URL(`./fixtures/apiserver-v1.24/${name}`, import.meta.url), 'utf8'))
+const fixture = (name: string): Json => fixtureJson(name)
 
 function deepFreeze<T>(v: T): T {
   if (typeof v === 'object' && v !== null && !Object.isFrozen(v)) {
@@ -16,14 +16,7 @@ function deepFreeze<T>(v: T): T {
   return v
 }
 
-const nodes: { metadata: { name: string; labels: Record<string, string> } }[] = fixture('list-nodes.json').items
-const me = nodes.find(n => n.metadata.name === 'kind-worker2')!
-const topology: TopologyContext = {
-  nodeName: 'kind-worker2',
-  nodeLabels: me.metadata.labels,
-  poolNodes: new Set(nodes.filter(n => n.metadata.labels[nodePoolLabel] === 'shanghai').map(n => n.metadata.name)),
-  nodeLabelsByName: new Map(nodes.map(n => [n.metadata.name, n.metadata.labels])),
-}
+const topology: TopologyContext = recordedContext('kind-worker2')
 
 const services: { metadata: { namespace: string; name: string; annotations?: Record<string, string> } }[] = fixture('list-services.json').items
 const recorded: ServiceTopologyInput['annotationOf'] = (ns, name) =>

@@ -1,23 +1,10 @@
 // decideTopology's table, in the manner of kube-proxy's CategorizeEndpoints tests: the recorded
 // cluster's nodes (pools beijing, hangzhou, shanghai), seen from kind-worker2 of pool shanghai.
 import t from 'tap'
-import { readFileSync } from 'node:fs'
 import { decideTopology, nodePoolLabel, parseTopologyKeys, type EndpointPlace, type TopologyContext } from '../filters/topology.ts'
+import { recordedContext } from './helpers/fixtures.ts'
 
-interface NodeList { items: { metadata: { name: string; labels?: Record<string, string> } }[] }
-const nodes = (JSON.parse(readFileSync(new URL('./fixtures/apiserver-v1.24/list-nodes.json', import.meta.url), 'utf8')) as NodeList).items
-
-function contextFor(nodeName: string, extraLabels: Record<string, Record<string, string>> = {}): TopologyContext {
-  const labelsOf = new Map(nodes.map(n => [n.metadata.name, { ...n.metadata.labels, ...extraLabels[n.metadata.name] }]))
-  const mine = labelsOf.get(nodeName) ?? {}
-  const pool = mine[nodePoolLabel]
-  return {
-    nodeName,
-    nodeLabels: mine,
-    poolNodes: new Set(pool === undefined ? [] : [...labelsOf].filter(([, l]) => l[nodePoolLabel] === pool).map(([n]) => n)),
-    nodeLabelsByName: labelsOf,
-  }
-}
+const contextFor = recordedContext
 
 const ctx = contextFor('kind-worker2')
 
