@@ -396,6 +396,15 @@ export function filterEndpointsRaw(apiVersion: string, kind: string, raw: Buffer
   return { raw: edit.build(raw), changed: true, dropped: plan.dropped }
 }
 
+/** Where a raw EndpointSlice's endpoints are (for /debug/topology); undefined for anything else. */
+export function slicePlacesRaw(apiVersion: string, raw: Buffer): EndpointPlace[] | undefined {
+  if (apiVersion !== sliceV1 && apiVersion !== sliceV1beta1) return undefined
+  const { spans } = metaAndRepeated(raw, 0, raw.length, false, false)
+  const places: EndpointPlace[] = []
+  for (let i = 0; i < spans.length; i += 3) places.push(slicePlace(apiVersion === sliceV1beta1, raw, spans[i + 1], spans[i + 2]))
+  return places
+}
+
 /** A whole protobuf body (k8s\0 + Unknown): a single object or a *List of them; the same Buffer when nothing changed. */
 export function filterProtobufBody(body: Buffer, input: ServiceTopologyInput): { body: Buffer; changed: boolean; dropped: number } {
   const edit = new Edit()

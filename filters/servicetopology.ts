@@ -73,6 +73,11 @@ function addressPlace(address: unknown): EndpointPlace {
 
 const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : [])
 
+/** Where a decoded EndpointSlice's endpoints are, in order (for /debug/topology); undefined for anything else. */
+export function slicePlaces(object: unknown): EndpointPlace[] | undefined {
+  return isObject(object) && Array.isArray(object.endpoints) ? object.endpoints.map(slicePlace) : undefined
+}
+
 /** The decision for a Service's endpoints, or undefined when the object passes as it is. */
 function decide(object: Json, kind: EndpointsKind, places: EndpointPlace[], input: ServiceTopologyInput): boolean[] | undefined {
   const metadata = isObject(object.metadata) ? object.metadata : {}

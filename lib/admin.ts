@@ -14,6 +14,8 @@ import type { FilterRegistry } from '../filters/registry.ts'
 import { failure, notFound } from './status.ts'
 import type { TopologySource } from './topology.ts'
 import type { HealthChecker } from './health.ts'
+import { sliceOf, topologyReport } from './topology-report.ts'
+import type { ServiceSlices } from './topology-report.ts'
 
 export interface AdminOptions {
   log: Logger
@@ -47,6 +49,8 @@ function readable(object: CachedObject): unknown {
     metadata: { name: meta.name, namespace: meta.namespace, resourceVersion: meta.resourceVersion, labels: meta.labels },
   }
 }
+
+const revision = (object: CachedObject): bigint => (/^\d+$/.test(object.resourceVersion) ? BigInt(object.resourceVersion) : 0n)
 
 function apiPath(key: ResourceKey): string {
   return key.group ? `/apis/${key.group}/${key.version}/${key.resource}` : `/api/${key.version}/${key.resource}`
@@ -83,6 +87,8 @@ export function createAdminServer(options: AdminOptions) {
         component: c.key.component,
         resource: resourceDirName(c.key),
         objects: c.entries.size,
+        bytes: c.bytes(),
+        scopes: [...c.scopes].sort(),
         listed: c.known,
         origin: c.origin,
         lastUpdate: c.lastUpdate ? new Date(c.lastUpdate).toISOString() : null,
@@ -133,6 +139,21 @@ export function createAdminServer(options: AdminOptions) {
 
   admin.setNotFoundHandler((request, reply) => reply.code(404).send(failure(404, `no such admin path: ${request.url}`, 'NotFound')))
 
+  // Per annotated Service, what each key keeps of the EndpointSlices in the cache (any component's
+  // copy, the newest of each slice).
+  const cachedSlices = async (): Promise<ServiceSlices[]> => {
+    const newest = new Map<string, CachedObject>()
+    for (const c of store.all()) {
+      if (c.key.group !== 'discovery.k8s.io' || c.key.resource !== 'endpointslices') continue
+      for (const object of (await store.list(c.key, everything))?.items ?? []) {
+        const id = `${object.namespace}/${object.name}`
+        const seen = newest.get(id)
+        if (!seen || revision(object) > revision(seen)) newest.set(id, object)
+      }
+    }
+    return [...newest.values()].map(sliceOf).filter((s): s is ServiceSlices => s !== undefined)
+  }
+
   admin.get('/debug/topology', async () => {
     const context = topology.context()
     return {
@@ -141,7 +162,7 @@ export function createAdminServer(options: AdminOptions) {
       pool: topology.nodePool || null,
       poolNodes: [...context.poolNodes].sort(),
       nodeLabels: context.nodeLabels,
-      services: topology.annotatedServices(),
+      services: topologyReport(topology.annotatedServices(), await cachedSlices(), context),
     }
   })
   return admin

@@ -78,6 +78,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
   const streams = new LiveStreams()
   const metrics = createMetrics()
   metrics.cloudOnline.set(1)
+  health.on('server', (server: URL, up: boolean) => metrics.upstreamUp.set({ server: server.origin + server.pathname.replace(/\/$/, '') }, up ? 1 : 0))
   health.on('change', state => {
     metrics.cloudOnline.set(state === 'online' ? 1 : 0)
     // Nobody may wait on a dead link; and once the cloud is back, offline watches end so their
@@ -91,6 +92,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
   const report = await store.load()
   metrics.cacheLoadErrors.inc(report?.failed.length ?? 0)
   metrics.cacheLoadedObjects.set(report?.loaded ?? 0)
+  metrics.observeCache(() => store.all())
   const recorder = new Recorder(store, log)
   const checker = health
 
@@ -127,7 +129,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     streams,
     filters,
     filteredWatches,
-    onServedFromCache: info => metrics.servedFromCache.inc({ component: info.component, verb: info.verb, resource: info.resource }),
+    observer: metrics,
     offlineBookmarkIntervalMs: options.offlineBookmarkIntervalMs ?? 10_000,
   })
   const admin = createAdminServer({ log, metrics, store, topology, health, filters, nodeName: config.nodeName })

@@ -1,19 +1,96 @@
 // Prometheus metrics (prom-client), one registry per hub so tests can run several hubs at once.
-import { Counter, Gauge, Registry } from 'prom-client'
+// The proxy reports through the RequestObserver interface; it knows nothing about Prometheus.
+import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+import type { RequestInfo } from './requestinfo.ts'
+import type { Collection } from './cache/store.ts'
+import { resourceDirName } from './cache/types.ts'
 
-export interface Metrics {
+/** who answered: an apiserver, the cache, or the hub itself (a refusal, a Lease acknowledged offline, a 413) */
+export type Source = 'cloud' | 'cache' | 'hub'
+
+/** What the proxy tells about each request: when it ends, and while a watch is open. */
+export interface RequestObserver {
+  requestDone(info: RequestInfo, code: number, source: Source, seconds: number): void
+  /** returns the function to call when the watch ends */
+  watchOpened(info: RequestInfo, source: Source): () => void
+}
+
+export interface Metrics extends RequestObserver {
   registry: Registry
   cacheLoadErrors: Counter
   cacheLoadedObjects: Gauge
-  servedFromCache: Counter<'component' | 'verb' | 'resource'>
   cloudOnline: Gauge
+  upstreamUp: Gauge<'server'>
   filteredObjects: Counter
   droppedEndpoints: Counter
   refilterEvents: Counter
+  /** cache objects and bytes by component and resource, read from the store at each scrape */
+  observeCache(collections: () => Collection[]): void
+}
+
+// Components come from User-Agent headers, which any client chooses: bound what becomes a label.
+const maxComponentLength = 64
+
+function componentLabel(info: RequestInfo): string {
+  const component = info.component.slice(0, maxComponentLength)
+  return /^[A-Za-z0-9._-]*$/.test(component) ? component : 'other'
+}
+
+/** `pods`, `endpointslices.discovery.k8s.io`, `pods/exec`; '' for non-resource paths (unbounded otherwise). */
+function resourceLabel(info: RequestInfo): string {
+  if (!info.isResourceRequest) return ''
+  const gr = info.apiGroup ? `${info.resource}.${info.apiGroup}` : info.resource
+  return info.subresource ? `${gr}/${info.subresource}` : gr
 }
 
 export function createMetrics(): Metrics {
   const registry = new Registry()
+  const requests = new Counter({
+    name: 'outpost_requests_total',
+    help: 'Requests by component (User-Agent), verb, resource, HTTP code and source (cloud, cache, hub); 499 = the client went away first',
+    labelNames: ['component', 'verb', 'resource', 'code', 'source'],
+    registers: [registry],
+  })
+  const durations = new Histogram({
+    name: 'outpost_request_duration_seconds',
+    help: 'Time to answer a request, watches excluded (they last as long as the client wants)',
+    labelNames: ['component', 'verb', 'resource', 'source'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [registry],
+  })
+  const openWatches = new Gauge({
+    name: 'outpost_open_watches',
+    help: 'Watches open now, by component and source (cloud: relayed from an apiserver; cache: served offline)',
+    labelNames: ['component', 'source'],
+    registers: [registry],
+  })
+  const servedFromCache = new Counter({
+    name: 'outpost_served_from_cache_total',
+    help: 'Requests answered from the cache while the cloud was unreachable',
+    labelNames: ['component', 'verb', 'resource'],
+    registers: [registry],
+  })
+  let collections: () => Collection[] = () => []
+  const perCollection = (value: (c: Collection) => number) =>
+    function (this: Gauge<'component' | 'resource'>) {
+      this.reset()
+      for (const c of collections()) this.set({ component: c.key.component, resource: resourceDirName(c.key) }, value(c))
+    }
+  new Gauge({
+    name: 'outpost_cache_objects',
+    help: 'Objects in the cache, by component and resource (<resource>.<version>.<group>)',
+    labelNames: ['component', 'resource'],
+    registers: [registry],
+    collect: perCollection(c => c.entries.size),
+  })
+  new Gauge({
+    name: 'outpost_cache_bytes',
+    help: 'Bytes of cached object bodies, by component and resource',
+    labelNames: ['component', 'resource'],
+    registers: [registry],
+    collect: perCollection(c => c.bytes()),
+  })
+
   return {
     registry,
     cacheLoadErrors: new Counter({
@@ -22,15 +99,29 @@ export function createMetrics(): Metrics {
       registers: [registry],
     }),
     cacheLoadedObjects: new Gauge({ name: 'outpost_cache_loaded_objects', help: 'Objects loaded from disk at start', registers: [registry] }),
-    servedFromCache: new Counter({
-      name: 'outpost_served_from_cache_total',
-      help: 'Requests answered from the cache while the cloud was unreachable',
-      labelNames: ['component', 'verb', 'resource'],
-      registers: [registry],
-    }),
     cloudOnline: new Gauge({ name: 'outpost_cloud_online', help: '1 while at least one apiserver is reachable', registers: [registry] }),
+    upstreamUp: new Gauge({ name: 'outpost_upstream_up', help: '1 while this apiserver answers (probes and real requests)', labelNames: ['server'], registers: [registry] }),
     filteredObjects: new Counter({ name: 'outpost_filter_changed_objects_total', help: 'Objects the service topology filter changed', registers: [registry] }),
     droppedEndpoints: new Counter({ name: 'outpost_filter_dropped_endpoints_total', help: 'Endpoints (or Endpoints addresses) the service topology filter dropped', registers: [registry] }),
     refilterEvents: new Counter({ name: 'outpost_refilter_events_total', help: 'MODIFIED events sent to open watches because the topology changed', registers: [registry] }),
+    observeCache(read) {
+      collections = read
+    },
+    requestDone(info, code, source, seconds) {
+      const component = componentLabel(info)
+      const resource = resourceLabel(info)
+      requests.inc({ component, verb: info.verb, resource, code: String(code), source })
+      if (info.verb !== 'watch') durations.observe({ component, verb: info.verb, resource, source }, seconds)
+      if (source === 'cache') servedFromCache.inc({ component, verb: info.verb, resource })
+    },
+    watchOpened(info, source) {
+      const labels = { component: componentLabel(info), source }
+      openWatches.inc(labels)
+      let open = true
+      return () => {
+        if (open) openWatches.dec(labels)
+        open = false
+      }
+    },
   }
 }

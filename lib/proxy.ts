@@ -24,6 +24,7 @@ import { formatOf } from './cache/decode.ts'
 import { serveGet, serveList, serveWatch } from './cache/offline.ts'
 import { serveDocument } from './cache/documents.ts'
 import type { LiveStreams } from './streams.ts'
+import type { RequestObserver, Source } from './metrics.ts'
 
 export interface ProxyOptions {
   upstream: Upstream
@@ -36,7 +37,8 @@ export interface ProxyOptions {
   cloud: { isOnline(): boolean; outage(): string }
   streams: LiveStreams
   offlineBookmarkIntervalMs: number
-  onServedFromCache?: (info: RequestInfo) => void
+  /** told when each request ends and while each watch is open (metrics) */
+  observer?: RequestObserver
   filters?: FilterRegistry
   filteredWatches?: FilteredWatches
 }
@@ -58,6 +60,15 @@ class ClientGone extends EventEmitter {
 export async function forward(req: IncomingMessage, res: ServerResponse, options: ProxyOptions): Promise<void> {
   const started = performance.now()
   const info = classify(req.method ?? 'GET', req.url ?? '/', req.headers['user-agent'])
+  const source = await answer(info, req, res, options)
+  // Headers never sent: the client left first, or the connection was cut (nginx's 499).
+  const code = res.headersSent ? res.statusCode : 499
+  const seconds = (performance.now() - started) / 1000
+  options.observer?.requestDone(info, code, source, seconds)
+  logRequest(options.log, info, code, seconds, source)
+}
+
+async function answer(info: RequestInfo, req: IncomingMessage, res: ServerResponse, options: ProxyOptions): Promise<Source> {
   const clientGone = new ClientGone()
   res.on('close', () => {
     if (!res.writableFinished) clientGone.abort()
@@ -70,16 +81,12 @@ export async function forward(req: IncomingMessage, res: ServerResponse, options
     } catch (error) {
       if (error instanceof BodyTooLargeError) sendStatus(res, failure(413, error.message))
       else res.destroy()
-      return
+      return 'hub'
     }
   }
   const cacheable = options.cache?.policy.isCacheable(info) ?? false
   const document = options.cache?.policy.isCacheableDocument(info) ?? false
-  if (!options.cloud.isOnline()) {
-    await answerOffline(info, req, res, body, options, options.cloud.outage())
-    logRequest(options.log, info, res.statusCode, started, 'cache')
-    return
-  }
+  if (!options.cloud.isOnline()) return answerOffline(info, req, res, body, options, options.cloud.outage())
 
   let upstreamRes: UpstreamResponse
   try {
@@ -92,15 +99,17 @@ export async function forward(req: IncomingMessage, res: ServerResponse, options
       longRunning: isWatch(info) || info.verb === 'proxy',
     })
   } catch (error) {
-    if (clientGone.aborted) return
+    if (clientGone.aborted) return 'cloud'
     if (error instanceof UpstreamUnavailableError) {
       options.log.warn({ component: info.component, verb: info.verb, path: info.path, err: error.message }, 'upstream unavailable')
       if (cacheable || document) return answerOffline(info, req, res, body, options, error.message)
-      return sendStatus(res, serviceUnavailable(error.message))
+      sendStatus(res, serviceUnavailable(error.message))
+      return 'hub'
     }
     const message = `apiserver connection failed before it answered (the request may have been applied): ${describeError(error)}`
     options.log.warn({ component: info.component, verb: info.verb, path: info.path, err: message }, 'upstream failed')
-    return sendStatus(res, serviceUnavailable(message))
+    sendStatus(res, serviceUnavailable(message))
+    return 'hub'
   }
 
   const contentType = (upstreamRes.headers['content-type'] as string | undefined) ?? ''
@@ -111,7 +120,12 @@ export async function forward(req: IncomingMessage, res: ServerResponse, options
   const framing = framingOf(contentType)
   if (isWatch(info) && ok && framing && !upstreamRes.headers['content-encoding']) {
     res.writeHead(upstreamRes.statusCode, clientResponseHeaders(upstreamRes.headers))
-    await relayWatch(info, format, upstreamRes, res, framing, recorder, filter, options)
+    const closed = options.observer?.watchOpened(info, 'cloud')
+    try {
+      await relayWatch(info, format, upstreamRes, res, framing, recorder, filter, options)
+    } finally {
+      closed?.()
+    }
   } else if ((recorder || filter) && !isWatch(info)) {
     await bufferThenSend(upstreamRes, res, async decoded => {
       if (recorder) {
@@ -126,7 +140,7 @@ export async function forward(req: IncomingMessage, res: ServerResponse, options
     if (isWatch(info)) res.flushHeaders()
     await streamBody(upstreamRes.body, res)
   }
-  logRequest(options.log, info, upstreamRes.statusCode, started, 'cloud')
+  return 'cloud'
 }
 
 /**
@@ -224,41 +238,43 @@ async function answerOffline(
   body: Buffer | undefined,
   options: ProxyOptions,
   reason: string,
-): Promise<void> {
+): Promise<Source> {
   const cache = options.cache
-  if (cache?.policy.isCacheableDocument(info) && (await serveDocument(cache.recorder.store, info, req.headers.accept, res))) {
-    options.onServedFromCache?.(info)
-    return
-  }
+  if (cache?.policy.isCacheableDocument(info) && (await serveDocument(cache.recorder.store, info, req.headers.accept, res))) return 'cache'
   if (cache?.policy.isCacheable(info)) {
     const store = cache.recorder.store
     const accept = req.headers.accept
-    options.onServedFromCache?.(info)
     const filter = options.filters?.forRequest(info)
-    if (info.verb === 'get') return serveGet(store, info, accept, res, filter)
-    if (info.verb === 'list') return serveList(store, info, accept, res, filter)
-    const watch = await serveWatch(store, info, accept, res, options.offlineBookmarkIntervalMs, filter)
-    if (watch) {
-      options.streams.addOfflineWatch(watch.end)
-      res.on('close', () => options.streams.removeOfflineWatch(watch.end))
+    if (info.verb === 'get') await serveGet(store, info, accept, res, filter)
+    else if (info.verb === 'list') await serveList(store, info, accept, res, filter)
+    else {
+      const watch = await serveWatch(store, info, accept, res, options.offlineBookmarkIntervalMs, filter)
+      if (watch) {
+        const closed = options.observer?.watchOpened(info, 'cache')
+        options.streams.addOfflineWatch(watch.end)
+        if (!res.closed) await new Promise<void>(resolve => res.once('close', resolve))
+        options.streams.removeOfflineWatch(watch.end)
+        closed?.()
+      }
     }
-    return
+    return 'cache'
   }
   if (body && isOwnLeaseRenewal(info, options.nodeName)) {
     // kubelet renews its Lease every 10 s and restarts its node status loop when renewals fail;
     // offline the renewal is acknowledged with what it sent, and nothing is written anywhere.
     res.writeHead(200, { 'content-type': req.headers['content-type'] ?? 'application/json', 'content-length': body.length })
     res.end(body)
-    return
+    return 'hub'
   }
   const what = info.isResourceRequest ? `${info.verb} ${info.resource}` : `${info.verb} ${info.path}`
   const nothing = ['create', 'update', 'patch', 'delete', 'deletecollection'].includes(info.verb) ? '; nothing was written' : ''
   sendStatus(res, serviceUnavailable(`${reason}: ${what} for ${info.component || 'this client'} cannot be answered from the cache${nothing}`))
+  return 'hub'
 }
 
-function logRequest(log: Logger, info: RequestInfo, code: number, started: number, from: 'cloud' | 'cache'): void {
+function logRequest(log: Logger, info: RequestInfo, code: number, seconds: number, source: Source): void {
   if (!log.isLevelEnabled('debug')) return
   const gr = info.apiGroup ? `${info.resource}.${info.apiGroup}` : info.resource
   const resource = info.isResourceRequest ? (info.subresource ? `${gr}/${info.subresource}` : gr) : info.path
-  log.debug({ component: info.component, verb: info.verb, resource, code, from, ms: Math.round(performance.now() - started) }, 'request')
+  log.debug({ component: info.component, verb: info.verb, resource, code, source, ms: Math.round(seconds * 1000) }, 'request')
 }

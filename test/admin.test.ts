@@ -17,15 +17,65 @@ t.test('healthz, readyz, /debug/cache and /debug/topology against the demo clust
   t.equal((await get(`${h.hub.adminUrl}/v1/healthz`)).text, 'ok')
   await eventually(async () => (await get(`${h.hub.adminUrl}/v1/readyz`)).status === 200, 10_000, 'ready')
 
+  await (await request(`${h.url}/api/v1/namespaces/default/pods?labelSelector=app%3Dweb`, { headers: { 'user-agent': 'kubelet/v1.24.0' } })).body.dump()
   await (await request(`${h.url}/api/v1/namespaces/default/pods`, { headers: { 'user-agent': 'kubelet/v1.24.0' } })).body.dump()
+  await (await request(`${h.url}/apis/discovery.k8s.io/v1/endpointslices`, { headers: { 'user-agent': 'kube-proxy/v1.24.0' } })).body.dump()
   const cache = JSON.parse((await get(`${h.hub.adminUrl}/debug/cache`)).text)
   const pods = cache.collections.find((c: any) => c.component === 'kubelet' && c.resource === 'pods.v1.core')
-  t.match(pods, { objects: 3, listed: true, origin: 'cloud' }, 'kubelet’s pods, counted')
+  t.match(pods, { objects: 3, listed: true, origin: 'cloud', scopes: ['namespace=default', 'namespace=default labelSelector=app=web'] }, 'kubelet’s pods, counted, with the scopes listed')
+  const podBytes = h.simulator.list('v1', 'Pod').filter((p: any) => p.metadata.namespace === 'default').reduce((sum: number, p: unknown) => sum + Buffer.byteLength(JSON.stringify(p)), 0)
+  t.ok(pods.bytes > podBytes / 2 && pods.bytes < podBytes * 2, `bytes as stored (${pods.bytes}, the objects serialize to ${podBytes})`)
   t.ok(cache.collections.some((c: any) => c.component === 'outpost' && c.resource === 'nodes.v1.core'), 'the hub’s own Node cache')
 
   const topology = JSON.parse((await get(`${h.hub.adminUrl}/debug/topology`)).text)
   t.match(topology, { node: 'kind-worker2', known: true, pool: 'shanghai', poolNodes: ['kind-worker2', 'kind-worker3'] })
-  t.equal(topology.services['default/svc-ud1'], 'openyurt.io/nodepool')
+  const endpointNodes: string[] = h.simulator
+    .list('discovery.k8s.io/v1', 'EndpointSlice')
+    .filter((s: any) => s.metadata.labels?.['kubernetes.io/service-name'] === 'svc-ud1')
+    .flatMap((s: any) => s.endpoints.map((e: any) => e.nodeName))
+  const report = topology.services['default/svc-ud1']
+  t.match(report, { annotation: 'openyurt.io/nodepool', endpoints: endpointNodes.length, applied: 'openyurt.io/nodepool', keys: [{ key: 'openyurt.io/nodepool' }] })
+  t.same(
+    [...report.keys[0].keeps].sort(),
+    endpointNodes.filter(n => n === 'kind-worker2' || n === 'kind-worker3').sort(),
+    'per key, the endpoints it keeps (those in pool shanghai), from the cached slices',
+  )
+  t.ok(report.keys[0].keeps.length < endpointNodes.length, 'and it keeps fewer than there are')
+  t.match(topology.services['default/svc-host'], { annotation: 'kubernetes.io/hostname', keys: [{ key: 'kubernetes.io/hostname' }] })
+})
+
+t.test('metrics change with traffic', async t => {
+  const h = await startHarness({ demo: true })
+  t.teardown(() => h.close())
+  await eventually(() => h.hub.topology.known, 10_000, 'topology')
+  const metrics = async () => (await get(`${h.hub.adminUrl}/metrics`)).text
+  const before = await metrics()
+  t.notMatch(before, /outpost_requests_total\{component="kube-proxy"/, 'no kube-proxy requests yet')
+
+  const proxy = { 'user-agent': 'kube-proxy/v1.24.0' }
+  await (await request(`${h.url}/apis/discovery.k8s.io/v1/endpointslices`, { headers: proxy })).body.dump()
+  await (await request(`${h.url}/api/v1/namespaces/default/pods/nope`, { headers: proxy })).body.dump()
+  const watch = await request(`${h.url}/apis/discovery.k8s.io/v1/endpointslices?watch=true&resourceVersion=0`, { headers: proxy })
+
+  const during = await eventually(async () => {
+    const text = await metrics()
+    return /outpost_open_watches\{component="kube-proxy",source="cloud"\} 1/.test(text) && text
+  }, 10_000, 'the open watch counted')
+  t.match(during, /outpost_requests_total\{component="kube-proxy",verb="list",resource="endpointslices.discovery.k8s.io",code="200",source="cloud"\} 1/)
+  t.match(during, /outpost_requests_total\{component="kube-proxy",verb="get",resource="pods",code="404",source="cloud"\} 1/)
+  t.match(during, /outpost_request_duration_seconds_count\{component="kube-proxy",verb="list",resource="endpointslices.discovery.k8s.io",source="cloud"\} 1/)
+  t.match(during, /outpost_cache_objects\{component="kube-proxy",resource="endpointslices.v1.discovery.k8s.io"\} [1-9]/)
+  t.match(during, /outpost_cache_bytes\{component="kube-proxy",resource="endpointslices.v1.discovery.k8s.io"\} [1-9]\d+/)
+  t.match(during, /outpost_upstream_up\{server="http:\/\/127.0.0.1:\d+"\} 1/)
+  t.match(during, /outpost_filter_dropped_endpoints_total [1-9]/, 'the topology filter dropped endpoints for kube-proxy')
+  t.match(during, /outpost_cloud_online 1/)
+
+  watch.body.destroy()
+  const after = await eventually(async () => {
+    const text = await metrics()
+    return /outpost_open_watches\{component="kube-proxy",source="cloud"\} 0/.test(text) && text
+  }, 10_000, 'the watch no longer open')
+  t.match(after, /outpost_requests_total\{component="kube-proxy",verb="watch",resource="endpointslices.discovery.k8s.io",code="200",source="cloud"\} 1/)
 })
 
 t.test('readyz says what is missing', async t => {

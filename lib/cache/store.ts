@@ -40,6 +40,8 @@ export type StoredMeta = Omit<CachedObject, 'body'>
 interface Entry {
   meta: StoredMeta
   labels: Record<string, string>
+  /** bytes of the body, for /debug/cache and the cache size metrics */
+  size: number
 }
 
 export type Origin = 'cloud' | 'disk'
@@ -55,8 +57,17 @@ export class Collection {
   apiVersion = ''
   /** the resourceVersion of the newest whole list, which may be above every item's */
   listResourceVersion = 0n
+  /** the scopes listed whole since the hub started (`namespace=… labelSelector=… fieldSelector=…`) */
+  readonly scopes = new Set<string>()
 
   constructor(readonly key: ResourceKey) {}
+
+  /** bytes of all bodies, as sent by the apiserver */
+  bytes(): number {
+    let total = 0
+    for (const entry of this.entries.values()) total += entry.size
+    return total
+  }
 
   /** The highest resourceVersion seen: an offline list's version, as the apiserver's would be. */
   maxResourceVersion(): string {
@@ -86,9 +97,9 @@ function objectKey(namespace: string, name: string): string {
 
 function toEntry(object: CachedObject): Entry {
   const { body, ...meta } = object
-  if (object.format === 'protobuf') return { meta, labels: objectMeta(body).labels }
+  if (object.format === 'protobuf') return { meta, labels: objectMeta(body).labels, size: body.length }
   const document = JSON.parse(body.toString()) as { metadata?: { labels?: Record<string, string> } }
-  return { meta, labels: document.metadata?.labels ?? {} }
+  return { meta, labels: document.metadata?.labels ?? {}, size: body.length }
 }
 
 /** Field values known without the body: the object's name and namespace, and what a scope vouched for. */
@@ -293,6 +304,7 @@ export class CacheStore {
     collection.known = true
     collection.origin = 'cloud'
     collection.lastUpdate = Date.now()
+    collection.scopes.add(describeScope(scope))
     await Promise.all(writes)
   }
 
@@ -304,6 +316,16 @@ export class CacheStore {
   async flush(): Promise<void> {
     await this.disk?.flush()
   }
+}
+
+/** A scope as operators write it; the empty scope is the whole resource. */
+export function describeScope(scope: Scope): string {
+  const parts = [
+    scope.namespace && `namespace=${scope.namespace}`,
+    scope.labelSelector && `labelSelector=${scope.labelSelector}`,
+    scope.fieldSelector && `fieldSelector=${scope.fieldSelector}`,
+  ].filter(Boolean)
+  return parts.length > 0 ? parts.join(' ') : 'all'
 }
 
 function cmp(a: string, b: string): number {
