@@ -6,7 +6,7 @@
 // adding a row (plus a HubConfig field and a default in lib/config.ts).
 
 import net from 'node:net'
-import { defaultNodeName, defaults, logLevels, type HubConfig, type LogLevel } from '../lib/config.ts'
+import { defaultNodeName, defaults, logLevels, plainBindProblem, type HubConfig, type LogLevel } from '../lib/config.ts'
 
 /** A mistake in the command line or environment. The message is one line, fit for `outpost: <message>`. */
 export class UsageError extends Error {
@@ -35,6 +35,8 @@ interface FlagSpecFor<K extends Key> {
   arg: string
   /** may be given several times; each occurrence's values add up (lists also split on commas) */
   repeatable?: boolean
+  /** a switch: `--flag` alone means true; `--flag=false` is also accepted */
+  boolean?: true
   /** the default, as --help shows it */
   default: string
   help: string
@@ -97,6 +99,23 @@ function serverUrl(item: string): URL {
   }
   if (url.search !== '' || url.hash !== '') throw new InvalidValue('must not have a query or fragment', item)
   return url
+}
+
+/** 0 turns the port off, as kube-apiserver's --secure-port=0 does. */
+function portOrOff(value: string): number | null {
+  return value === '0' ? null : port(value)
+}
+
+function bool(value: string): boolean {
+  if (value === 'true') return true
+  if (value === 'false') return false
+  throw new InvalidValue('must be true or false')
+}
+
+function byteCount(value: string): number {
+  const n = /^[0-9]{1,12}$/.test(value) ? Number(value) : NaN
+  if (!(n >= 1024)) throw new InvalidValue('must be a number of bytes, at least 1024')
+  return n
 }
 
 function positiveInteger(value: string): number {
@@ -175,17 +194,87 @@ export const flags: readonly FlagSpec[] = [
   }),
   spec({
     flag: 'bind-address', env: 'OUTPOST_BIND_ADDRESS', arg: 'IP', key: 'bindAddress', default: defaults.bindAddress,
-    help: 'address the plain-HTTP proxy port listens on (the admin port stays on 127.0.0.1)',
+    help: 'address of the plain-HTTP proxy port; not loopback only with --insecure-allow-remote',
     parse: values => ipAddress(last(values)),
   }),
   spec({
     flag: 'port', env: 'OUTPOST_PORT', arg: 'PORT', key: 'port', default: String(defaults.port),
-    help: 'proxy port (plain HTTP) that node components use as their apiserver',
+    help: 'proxy port (plain HTTP, no authentication) that node components use as their apiserver',
     parse: values => port(last(values)),
   }),
   spec({
+    flag: 'insecure-allow-remote', env: 'OUTPOST_INSECURE_ALLOW_REMOTE', arg: '', boolean: true, key: 'insecureAllowRemote', default: 'false',
+    help: 'allow a non-loopback --bind-address (whoever reaches the plain port acts as this node)',
+    parse: values => bool(last(values)),
+  }),
+  spec({
+    flag: 'secure-port', env: 'OUTPOST_SECURE_PORT', arg: 'PORT', key: 'securePort', default: String(defaults.securePort),
+    help: 'HTTPS proxy port (TLS 1.2+, token or client certificate required); 0 = off',
+    parse: values => portOrOff(last(values)),
+  }),
+  spec({
+    flag: 'secure-bind-address', env: 'OUTPOST_SECURE_BIND_ADDRESS', arg: 'IP', key: 'secureBindAddress', default: defaults.secureBindAddress,
+    help: 'address of the HTTPS proxy port',
+    parse: values => ipAddress(last(values)),
+  }),
+  spec({
+    flag: 'tls-cert-file', env: 'OUTPOST_TLS_CERT_FILE', arg: 'PATH', key: 'tlsCertFile', default: 'generated in --cert-dir',
+    help: 'serving certificate (PEM, chain allowed) of the HTTPS port; with --tls-private-key-file',
+    parse: values => nonEmpty(last(values)),
+  }),
+  spec({
+    flag: 'tls-private-key-file', env: 'OUTPOST_TLS_PRIVATE_KEY_FILE', arg: 'PATH', key: 'tlsKeyFile', default: 'generated in --cert-dir',
+    help: 'private key (PEM) of --tls-cert-file',
+    parse: values => nonEmpty(last(values)),
+  }),
+  spec({
+    flag: 'serving-cert', env: 'OUTPOST_SERVING_CERT', arg: 'SOURCE', key: 'servingCert', default: defaults.servingCert,
+    help: 'no --tls-cert-file: self-signed (own CA in --cert-dir) or csr (kubelet-serving signer)',
+    parse: values => oneOf(['self-signed', 'csr'] as const)(last(values)),
+  }),
+  spec({
+    flag: 'cert-dir', env: 'OUTPOST_CERT_DIR', arg: 'DIR', key: 'certDir', default: defaults.certDir,
+    help: 'where generated and requested certificates and keys are kept (0700, keys 0600)',
+    parse: values => nonEmpty(last(values)),
+  }),
+  spec({
+    flag: 'node-ip', env: 'OUTPOST_NODE_IP', arg: 'IP[,IP...]', key: 'nodeIps', repeatable: true, default: "this host's addresses",
+    help: 'IP addresses in the serving certificate besides 127.0.0.1',
+    parse: values => listItems(values).map(ipAddress),
+  }),
+  spec({
+    flag: 'client-ca-file', env: 'OUTPOST_CLIENT_CA_FILE', arg: 'PATH', key: 'clientCaFile', default: 'none',
+    help: 'HTTPS clients with a certificate from this CA use the node’s credentials',
+    parse: values => nonEmpty(last(values)),
+  }),
+  spec({
+    flag: 'bootstrap-kubeconfig', env: 'OUTPOST_BOOTSTRAP_KUBECONFIG', arg: 'PATH', key: 'bootstrapKubeconfig', default: 'none',
+    help: 'kubeconfig with a bootstrap token: get the node’s client certificate by CSR',
+    parse: values => nonEmpty(last(values)),
+  }),
+  spec({
+    flag: 'max-request-bytes', env: 'OUTPOST_MAX_REQUEST_BYTES', arg: 'BYTES', key: 'maxRequestBytes', default: String(defaults.maxRequestBytes),
+    help: 'larger request bodies get 413, as from the apiserver',
+    parse: values => byteCount(last(values)),
+  }),
+  spec({
+    flag: 'header-timeout', env: 'OUTPOST_HEADER_TIMEOUT', arg: 'DURATION', key: 'headerTimeoutMs', default: `${defaults.headerTimeoutMs / 1000}s`,
+    help: 'a client must send its request headers (and each chunk of a body) within this',
+    parse: values => duration(last(values)),
+  }),
+  spec({
+    flag: 'idle-timeout', env: 'OUTPOST_IDLE_TIMEOUT', arg: 'DURATION', key: 'idleTimeoutMs', default: `${defaults.idleTimeoutMs / 1000}s`,
+    help: 'a keep-alive connection with no request is closed after this',
+    parse: values => duration(last(values)),
+  }),
+  spec({
+    flag: 'admin-address', env: 'OUTPOST_ADMIN_ADDRESS', arg: 'IP', key: 'adminAddress', default: defaults.adminAddress,
+    help: 'address of the admin port',
+    parse: values => ipAddress(last(values)),
+  }),
+  spec({
     flag: 'admin-port', env: 'OUTPOST_ADMIN_PORT', arg: 'PORT', key: 'adminPort', default: String(defaults.adminPort),
-    help: 'admin port on 127.0.0.1: /v1/healthz, /v1/readyz, /metrics, /debug/cache, /debug/topology',
+    help: 'admin port: /v1/healthz, /v1/readyz, /metrics, /debug/cache, /debug/topology',
     parse: values => port(last(values)),
   }),
   spec({
@@ -238,13 +327,16 @@ export const flags: readonly FlagSpec[] = [
 /** Checks across flags, run after every value parsed. Each returns a one-line problem or nothing. */
 const crossChecks: ((config: HubConfig) => string | undefined)[] = [
   c => (c.port === c.adminPort ? `--port and --admin-port are both ${c.port}; they must differ` : undefined),
+  c => (c.securePort === c.port || c.securePort === c.adminPort ? `--secure-port ${c.securePort} is already --port or --admin-port; they must differ` : undefined),
+  c => ((c.tlsCertFile === undefined) !== (c.tlsKeyFile === undefined) ? '--tls-cert-file and --tls-private-key-file go together' : undefined),
+  plainBindProblem,
 ]
 
 // ---- help ---------------------------------------------------------------------------------------
 
 function buildUsage(): string {
   const rows: [string, string[]][] = flags.map(f => [
-    `--${f.flag} ${f.arg}`,
+    f.boolean ? `--${f.flag}` : `--${f.flag} ${f.arg}`,
     [f.help, `env ${f.env ?? '-'}; default: ${f.default}`],
   ])
   rows.push(['-h, --help', ['show this help and exit']])
@@ -307,6 +399,8 @@ export function parseFlags(argv: string[], env: Record<string, string | undefine
     let value: string
     if (eq !== -1) {
       value = arg.slice(eq + 1)
+    } else if (f.boolean) {
+      value = 'true'
     } else if (i + 1 < argv.length && !looksLikeFlag(argv[i + 1])) {
       value = argv[++i]
     } else {

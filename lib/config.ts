@@ -3,6 +3,8 @@
 
 import os from 'node:os'
 
+export type ServingCertSource = 'self-signed' | 'csr'
+
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
 
 export const logLevels: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
@@ -16,10 +18,32 @@ export interface HubConfig {
   nodeName: string
   /** this node's pool, when not read from the node's apps.openyurt.io/nodepool label */
   nodePool?: string
-  /** address of the plain-HTTP proxy port and the admin port */
+  /** address of the plain-HTTP proxy port; anything but loopback needs insecureAllowRemote */
   bindAddress: string
   port: number
+  insecureAllowRemote: boolean
+  adminAddress: string
   adminPort: number
+  /** the HTTPS proxy port; null = off, 0 = any free port */
+  securePort: number | null
+  secureBindAddress: string
+  /** serving certificate files; without them one is generated (self-signed CA) or requested (csr) into certDir */
+  tlsCertFile?: string
+  tlsKeyFile?: string
+  servingCert: ServingCertSource
+  /** generated certificates, and the client certificate got with a bootstrap kubeconfig */
+  certDir: string
+  /** IP SANs of the serving certificate besides 127.0.0.1; empty = this host's addresses */
+  nodeIps: string[]
+  /** HTTPS clients with a certificate that verifies against this CA bundle use the hub's credentials */
+  clientCaFile?: string
+  /** a kubeconfig with a bootstrap token, used to get the node's client certificate by CSR */
+  bootstrapKubeconfig?: string
+  /** request bodies over this are refused with 413, as the apiserver does */
+  maxRequestBytes: number
+  /** a client must send its request headers within this, and may idle between requests this long */
+  headerTimeoutMs: number
+  idleTimeoutMs: number
   cacheDir: string
   logLevel: LogLevel
   /** components whose reads are cached (User-Agent up to '/'); '*' for all */
@@ -38,7 +62,17 @@ export interface HubConfig {
 export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
   bindAddress: '127.0.0.1',
   port: 10261,
+  insecureAllowRemote: false,
+  adminAddress: '127.0.0.1',
   adminPort: 10267,
+  securePort: 10268,
+  secureBindAddress: '127.0.0.1',
+  servingCert: 'self-signed',
+  certDir: '/var/lib/outpost/pki',
+  nodeIps: [],
+  maxRequestBytes: 3 * 1024 * 1024,
+  headerTimeoutMs: 10_000,
+  idleTimeoutMs: 90_000,
   cacheDir: '/var/lib/outpost/cache',
   logLevel: 'info',
   cacheComponents: ['kubelet', 'kube-proxy', 'coredns', 'flanneld', 'outpost'],
@@ -49,6 +83,21 @@ export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
   healthFailures: 3,
   healthSuccesses: 2,
 })
+
+/** 127.0.0.0/8 and ::1 (also as ::ffff:127.x): addresses nobody off this host can reach. */
+export function isLoopback(address: string): boolean {
+  const v4 = address.startsWith('::ffff:') ? address.slice(7) : address
+  return /^127\.\d+\.\d+\.\d+$/.test(v4) || address === '::1'
+}
+
+/**
+ * The plain port has no authentication: whoever reaches it acts as this node. Binding it beyond
+ * loopback must be asked for by name.
+ */
+export function plainBindProblem(config: Pick<HubConfig, 'bindAddress' | 'insecureAllowRemote'>): string | undefined {
+  if (isLoopback(config.bindAddress) || config.insecureAllowRemote) return undefined
+  return `--bind-address ${config.bindAddress} is not loopback: the plain-HTTP port has no authentication and anyone reaching it acts as this node; use the HTTPS port (--secure-port), or give --insecure-allow-remote`
+}
 
 /** The default node name, as the kubelet picks it: the host name, lower-cased. */
 export function defaultNodeName(): string {

@@ -3,6 +3,7 @@
 import { pino } from 'pino'
 import type { Logger } from 'pino'
 import type { AddressInfo } from 'node:net'
+import { plainBindProblem } from './config.ts'
 import type { HubConfig } from './config.ts'
 import { loadKubeconfig } from './kubeconfig.ts'
 import type { UpstreamCredentials } from './kubeconfig.ts'
@@ -37,8 +38,6 @@ export interface Hub {
 
 export interface StartOptions {
   logger?: Logger
-  /** the apiserver refuses bodies over 3 MiB; so does the hub, before forwarding */
-  maxRequestBodyBytes?: number
   /** BOOKMARK period of watches served from the cache */
   offlineBookmarkIntervalMs?: number
 }
@@ -57,6 +56,8 @@ function urlOf(address: AddressInfo): string {
 
 export async function startHub(config: HubConfig, options: StartOptions = {}): Promise<Hub> {
   const log = options.logger ?? pino({ level: config.logLevel, name: 'outpost' })
+  const bindProblem = plainBindProblem(config)
+  if (bindProblem) throw new Error(bindProblem)
   const { servers, credentials } = await resolveUpstream(config)
 
   // The health checker needs the upstream (to probe) and the upstream reports to the health checker.
@@ -122,7 +123,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
   const proxy = createProxyServer({
     upstream,
     logger: log,
-    maxRequestBodyBytes: options.maxRequestBodyBytes ?? 3 * 1024 * 1024,
+    maxRequestBodyBytes: config.maxRequestBytes,
     nodeName: config.nodeName,
     cache: { recorder, policy: new CachePolicy(config.cacheComponents) },
     cloud: { isOnline: () => checker.state === 'online', outage: () => checker.outage() },
@@ -138,7 +139,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     await health.start()
     await topology.start()
     await proxy.listen({ host: config.bindAddress, port: config.port })
-    await admin.listen({ host: '127.0.0.1', port: config.adminPort })
+    await admin.listen({ host: config.adminAddress, port: config.adminPort })
   } catch (error) {
     health.stop()
     topology.stop()

@@ -42,7 +42,17 @@ t.test('defaults', async t => {
   t.strictSame(defaults, {
     bindAddress: '127.0.0.1',
     port: 10261,
+    insecureAllowRemote: false,
+    adminAddress: '127.0.0.1',
     adminPort: 10267,
+    securePort: 10268,
+    secureBindAddress: '127.0.0.1',
+    servingCert: 'self-signed',
+    certDir: '/var/lib/outpost/pki',
+    nodeIps: [],
+    maxRequestBytes: 3 * 1024 * 1024,
+    headerTimeoutMs: 10_000,
+    idleTimeoutMs: 90_000,
     cacheDir: '/var/lib/outpost/cache',
     logLevel: 'info',
     cacheComponents: ['kubelet', 'kube-proxy', 'coredns', 'flanneld', 'outpost'],
@@ -63,9 +73,21 @@ const each: [string, string, keyof HubConfig, unknown][] = [
   ['node-name', 'edge-1.example.com', 'nodeName', 'edge-1.example.com'],
   ['nodepool', 'shanghai', 'nodePool', 'shanghai'],
   ['nodepool', 'Pool_A.1', 'nodePool', 'Pool_A.1'],
-  ['bind-address', '0.0.0.0', 'bindAddress', '0.0.0.0'],
+  ['bind-address', '127.0.0.2', 'bindAddress', '127.0.0.2'],
   ['bind-address', '::1', 'bindAddress', '::1'],
-  ['bind-address', '169.254.2.1', 'bindAddress', '169.254.2.1'],
+  ['secure-bind-address', '169.254.2.1', 'secureBindAddress', '169.254.2.1'],
+  ['secure-bind-address', '0.0.0.0', 'secureBindAddress', '0.0.0.0'],
+  ['secure-port', '6443', 'securePort', 6443],
+  ['secure-port', '0', 'securePort', null],
+  ['admin-address', '0.0.0.0', 'adminAddress', '0.0.0.0'],
+  ['serving-cert', 'csr', 'servingCert', 'csr'],
+  ['cert-dir', '/etc/outpost/pki', 'certDir', '/etc/outpost/pki'],
+  ['node-ip', '10.0.0.5,fd00::5', 'nodeIps', ['10.0.0.5', 'fd00::5']],
+  ['client-ca-file', '/etc/kubernetes/pki/ca.crt', 'clientCaFile', '/etc/kubernetes/pki/ca.crt'],
+  ['bootstrap-kubeconfig', '/etc/kubernetes/bootstrap-kubelet.conf', 'bootstrapKubeconfig', '/etc/kubernetes/bootstrap-kubelet.conf'],
+  ['max-request-bytes', '1048576', 'maxRequestBytes', 1048576],
+  ['header-timeout', '5s', 'headerTimeoutMs', 5000],
+  ['idle-timeout', '2m', 'idleTimeoutMs', 120_000],
   ['port', '10300', 'port', 10300],
   ['port', '1', 'port', 1],
   ['port', '65535', 'port', 65535],
@@ -89,6 +111,22 @@ t.test('each flag, as --flag value and --flag=value', async t => {
     t.strictSame(config([`--${flag}`, raw])[key], want, `--${flag} ${raw}`)
     t.strictSame(config([`--${flag}=${raw}`])[key], want, `--${flag}=${raw}`)
   }
+})
+
+t.test('the plain port binds beyond loopback only when asked to by name', async t => {
+  t.match(usageError(t, ['--bind-address', '0.0.0.0']), /not loopback.*--insecure-allow-remote/)
+  t.match(usageError(t, ['--bind-address', '169.254.2.1']), /not loopback/)
+  t.equal(config(['--bind-address', '0.0.0.0', '--insecure-allow-remote']).bindAddress, '0.0.0.0', 'a bare switch means true')
+  t.equal(config(['--insecure-allow-remote', '--bind-address', '0.0.0.0']).insecureAllowRemote, true, 'the switch takes no value')
+  t.match(usageError(t, ['--insecure-allow-remote=yes']), /must be true or false/)
+  t.equal(config(['--insecure-allow-remote=false']).insecureAllowRemote, false)
+  t.match(usageError(t, ['--insecure-allow-remote', 'false']), /unexpected argument "false"/, 'like Go flags, a switch takes its value only with =')
+})
+
+t.test('TLS flags that go together', async t => {
+  t.match(usageError(t, ['--tls-cert-file', '/a.crt']), /go together/)
+  t.match(usageError(t, ['--secure-port', '10261']), /must differ/)
+  t.equal(config(['--tls-cert-file', '/a.crt', '--tls-private-key-file', '/a.key']).tlsKeyFile, '/a.key')
 })
 
 t.test('--server', async t => {
@@ -115,6 +153,7 @@ t.test('environment', async t => {
     OUTPOST_NODE_NAME: 'kind-worker2',
     OUTPOST_NODEPOOL: 'beijing',
     OUTPOST_BIND_ADDRESS: '0.0.0.0',
+    OUTPOST_INSECURE_ALLOW_REMOTE: 'true',
     OUTPOST_PORT: '20261',
     OUTPOST_ADMIN_PORT: '20267',
     OUTPOST_CACHE_DIR: '/tmp/cache',
@@ -144,6 +183,7 @@ t.test('flags win over the environment', async t => {
     OUTPOST_NODE_NAME: 'env-node',
     OUTPOST_NODEPOOL: 'env-pool',
     OUTPOST_BIND_ADDRESS: '10.0.0.1',
+    OUTPOST_INSECURE_ALLOW_REMOTE: 'true',
     OUTPOST_PORT: '1111',
     OUTPOST_ADMIN_PORT: '2222',
     OUTPOST_CACHE_DIR: '/env/cache',

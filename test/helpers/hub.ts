@@ -29,6 +29,8 @@ export function hubConfig(servers: string[], overrides: Partial<HubConfig> = {})
     nodeName: 'kind-worker2',
     port: 0,
     adminPort: 0,
+    // the HTTPS port is opt-in per test: it needs a certificate directory
+    securePort: null,
     logLevel: 'silent',
     cacheDir: mkdtempSync(path.join(os.tmpdir(), 'outpost-cache-')),
     // fast enough that tests see the cloud go and come back within a second or two
