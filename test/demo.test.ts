@@ -61,3 +61,18 @@ t.test('the demo serves, and its printed commands work as printed', async t => {
   const [code] = await once(child, 'exit')
   t.equal(code, 0, 'SIGTERM stops the demo cleanly')
 })
+
+t.test('a second signal during shutdown exits at once, with 1', async t => {
+  const child = spawn(process.execPath, ['--import', 'tsx', entry, '--port', String(await freePort()), '--admin-port', String(await freePort()), '--log-level', 'info'])
+  let output = ''
+  child.stdout.on('data', chunk => (output += chunk.toString()))
+  child.stderr.on('data', chunk => (output += chunk.toString()))
+  t.teardown(() => child.kill('SIGKILL'))
+  await eventually(() => output.includes('kubectl'), 30_000, 'the demo banner')
+  // Both land before the first shutdown can finish: the second handler runs in the same turn.
+  child.kill('SIGTERM')
+  child.kill('SIGINT')
+  const [code] = await once(child, 'exit')
+  t.equal(code, 1, 'the operator wanted out now')
+  t.match(output, /"msg":"shutting down"/, 'the first signal began a graceful shutdown')
+})
