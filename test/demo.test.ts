@@ -3,6 +3,7 @@
 import t from 'tap'
 import { spawn, execFile } from 'node:child_process'
 import { once } from 'node:events'
+import { readFileSync } from 'node:fs'
 import { eventually, freePort } from './helpers/hub.ts'
 import { kubectl } from './helpers/kubectl.ts'
 
@@ -75,4 +76,41 @@ t.test('a second signal during shutdown exits at once, with 1', async t => {
   const [code] = await once(child, 'exit')
   t.equal(code, 1, 'the operator wanted out now')
   t.match(output, /"msg":"shutting down"/, 'the first signal began a graceful shutdown')
+})
+
+t.test('README "Debugging with curl" runs as written against the demo', async t => {
+  const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
+  const section = readme.slice(readme.indexOf('## Debugging with curl'), readme.indexOf('\n## ', readme.indexOf('## Debugging with curl') + 1))
+  const commands = section.split('\n').filter(line => line.startsWith('curl '))
+  t.ok(commands.length >= 10, `${commands.length} commands in the section`)
+
+  const port = await freePort()
+  const adminPort = await freePort()
+  const child = spawn(process.execPath, ['--import', 'tsx', entry, '--port', String(port), '--admin-port', String(adminPort), '--log-level', 'warn'])
+  let banner = ''
+  child.stdout.on('data', chunk => (banner += chunk.toString()))
+  t.teardown(() => child.kill('SIGKILL'))
+  await eventually(() => banner.includes('kubectl'), 30_000, 'the demo banner')
+
+  // Only the ports differ from the README: the tests run side by side and take free ones.
+  const outputs: string[] = []
+  for (const command of commands) {
+    const line = command.replaceAll(':10261/', `:${port}/`).replaceAll(':10267/', `:${adminPort}/`)
+    const { code, stdout } = await new Promise<{ code: number; stdout: string }>(resolve =>
+      execFile('sh', ['-c', line], (error, stdout) => resolve({ code: error ? Number((error as any).code) : 0, stdout })),
+    )
+    // curl --max-time ends a watch with 28: that is the example's point
+    t.ok(code === 0 || (code === 28 && line.includes('--max-time')), `${command}: exit ${code}`)
+    t.ok(stdout.length > 0, `${command}: says something`)
+    outputs.push(stdout)
+  }
+  const output = (fragment: string) => outputs[commands.findIndex(c => c.includes(fragment))]
+  t.equal(output('/v1/readyz'), 'ok')
+  t.match(output('-A kube-proxy'), /"kind":"EndpointSliceList"/)
+  t.match(output('watch=true'), /"type":"ADDED"/, 'the watch streamed events')
+  const raw = JSON.parse(outputs[commands.findIndex(c => c.endsWith('svc-ud1-abcde'))])
+  const filtered = JSON.parse(output('?filtered=true'))
+  t.ok(filtered.endpoints.length < raw.endpoints.length, `kube-proxy receives fewer endpoints (${filtered.endpoints.length}) than are cached (${raw.endpoints.length})`)
+  t.match(JSON.parse(output('/debug/topology')), { node: 'kind-worker2', pool: 'shanghai' })
+  t.match(output('/metrics'), /^outpost_requests_total\{component="kube-proxy"/m)
 })
