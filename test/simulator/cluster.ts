@@ -5,6 +5,7 @@
 
 import { failure, notFound } from '../../lib/status.ts'
 import { isEmptySelector, matchesFields, matchesLabels, type FieldSelector, type LabelSelector } from '../../lib/selectors.ts'
+import type { Identity } from './auth.ts'
 import { ApiError, badRequest } from './errors.ts'
 import { keyOf, prepareCreate, sortKeys, specChanged } from './objects.ts'
 import { jsonPatch, mergePatch, strategicMergePatch } from './patch.ts'
@@ -16,6 +17,16 @@ export interface WriteOptions {
   /** programmatic writes: create missing namespaces, and let update/patch change status too */
   programmatic?: boolean
   subresource?: string
+  /** who asked (HTTP writes); undefined for programmatic ones */
+  user?: Identity
+}
+
+/** Rules of one resource beyond the generic ones, like the apiserver's registry strategies. */
+export interface ResourceStrategy {
+  /** validates (throwing ApiError) and completes an object about to be created, after name generation */
+  prepareCreate?(entry: ResourceEntry, obj: any, user: Identity | undefined): any
+  /** the object after an update through one of entry.writableSubresources */
+  updateSubresource?(entry: ResourceEntry, subresource: string, prev: any, incoming: any): any
 }
 
 export interface ListOptions {
@@ -89,10 +100,16 @@ export function parseRV(value: string): number {
 }
 
 export class Cluster {
+  private readonly strategies = new Map<string, ResourceStrategy>()
+
   constructor(
     readonly registry: ResourceRegistry,
     readonly store: Store,
   ) {}
+
+  setStrategy(storageKey: string, strategy: ResourceStrategy): void {
+    this.strategies.set(storageKey, strategy)
+  }
 
   private key(entry: ResourceEntry, namespace: string | undefined, name: string): string {
     return keyOf(entry.namespaced ? namespace : undefined, name)
@@ -132,6 +149,8 @@ export class Cluster {
     obj = { ...obj, metadata: meta }
     const storage = this.registry.storageEntry(entry)
     obj = prepareCreate(storage, obj, name => this.store.has(entry.storageKey, this.key(entry, meta.namespace, name)))
+    const strategy = this.strategies.get(entry.storageKey)
+    if (strategy?.prepareCreate) obj = strategy.prepareCreate(storage, obj, opts.user)
     if (entry.namespaced) {
       if (opts.programmatic) this.ensureNamespace(meta.namespace)
       else if (!this.store.has(this.namespaceEntry().storageKey, meta.namespace)) {
@@ -170,6 +189,10 @@ export class Cluster {
     if (opts.subresource === 'status') {
       next = { ...prev, status: incoming.status }
       if (incoming.status === undefined) delete next.status
+    } else if (opts.subresource) {
+      const updateSubresource = this.strategies.get(entry.storageKey)?.updateSubresource
+      if (!updateSubresource) throw new Error(`simulator: no strategy for the ${opts.subresource} subresource of ${qualifiedResource(entry)}`)
+      next = updateSubresource(entry, opts.subresource, prev, incoming)
     } else {
       next = { ...incoming }
       if (entry.status && !opts.programmatic) {
@@ -180,7 +203,7 @@ export class Cluster {
       const defaulted = { ...next, metadata: { ...prev.metadata, ...next.metadata } }
       next = { ...next, ...pickDefaults(storage, defaulted, prev) }
     }
-    const meta = { ...(opts.subresource === 'status' ? prev.metadata : (incoming.metadata ?? {})) }
+    const meta = { ...(opts.subresource ? prev.metadata : (incoming.metadata ?? {})) }
     meta.name = prev.metadata.name
     if (entry.namespaced) meta.namespace = prev.metadata.namespace
     else delete meta.namespace

@@ -31,7 +31,9 @@ function apiResources(entries: ResourceEntry[]): any[] {
     if (e.shortNames.length > 0) r.shortNames = e.shortNames
     if (e.categories.length > 0) r.categories = e.categories
     out.push(r)
-    if (e.status) out.push({ name: `${e.resource}/status`, singularName: '', namespaced: e.namespaced, kind: e.kind, verbs: ['get', 'patch', 'update'] })
+    for (const sub of [...e.writableSubresources, ...(e.status ? ['status'] : [])]) {
+      out.push({ name: `${e.resource}/${sub}`, singularName: '', namespaced: e.namespaced, kind: e.kind, verbs: ['get', 'patch', 'update'] })
+    }
     for (const sub of e.connect) {
       const kind = { attach: 'PodAttachOptions', exec: 'PodExecOptions', portforward: 'PodPortForwardOptions' }[sub] ?? e.kind
       out.push({ name: `${e.resource}/${sub}`, singularName: '', namespaced: e.namespaced, kind, verbs: ['create', 'get'] })

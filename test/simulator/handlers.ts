@@ -8,6 +8,7 @@ import { parse as parseYaml } from 'yaml'
 import type { RequestInfo } from '../../lib/requestinfo.ts'
 import { failure, type Status } from '../../lib/status.ts'
 import { parseFieldSelector, parseLabelSelector, type FieldSelector, type LabelSelector } from '../../lib/selectors.ts'
+import type { Identity } from './auth.ts'
 import type { Cluster, PatchType } from './cluster.ts'
 import { ApiError, badRequest, noSuchResource } from './errors.ts'
 import { negotiate, notAcceptableMessage, renderList, renderObject, type Output } from './render.ts'
@@ -120,6 +121,7 @@ function nonNegativeInt(value: string | null, name: string): number | undefined 
 
 export interface HandlerContext {
   cluster: Cluster
+  user: Identity
   bookmarkIntervalMs: number
   watches: Set<WatchStream>
 }
@@ -134,7 +136,7 @@ export async function handleResource(ctx: HandlerContext, req: IncomingMessage, 
   if (entry.namespaced && !info.namespace && info.name) throw noSuchResource()
   const name = info.name
   const sub = info.subresource
-  if (sub && !(sub === 'status' && entry.status)) {
+  if (sub && !((sub === 'status' && entry.status) || entry.writableSubresources.includes(sub))) {
     if (entry.connect.includes(sub)) throw badRequest('Upgrade request required')
     throw noSuchResource()
   }
@@ -188,7 +190,7 @@ export async function handleResource(ctx: HandlerContext, req: IncomingMessage, 
     case 'create': {
       if (name || sub) throw ApiError.of(405, `the server does not allow this method on the requested resource`, 'MethodNotAllowed', {})
       const body = parseBody(req, await readBody(req))
-      return one(201, cluster.create(entry, body, { namespace, dryRun }))
+      return one(201, cluster.create(entry, body, { namespace, dryRun, user: ctx.user }))
     }
     case 'update': {
       const body = parseBody(req, await readBody(req))

@@ -31,6 +31,8 @@ export interface ResourceEntry {
   generation: boolean
   /** has a status subresource */
   status: boolean
+  /** subresources besides status that update one part of the object (a CSR's approval); see Cluster.setStrategy */
+  writableSubresources: string[]
   categories: string[]
   /** connect subresources announced in discovery (pods: exec, attach, portforward) */
   connect: string[]
@@ -51,6 +53,7 @@ interface BuiltIn {
   shortNames?: string[]
   generation?: boolean
   status?: boolean
+  writableSubresources?: string[]
   categories?: string[]
   connect?: string[]
   bookmarkZero?: Record<string, unknown>
@@ -69,6 +72,7 @@ const builtIns: BuiltIn[] = [
   { group: 'coordination.k8s.io', version: 'v1', resource: 'leases', kind: 'Lease', namespaced: true, bookmarkZero: { spec: {} } },
   { group: 'discovery.k8s.io', version: 'v1', resource: 'endpointslices', kind: 'EndpointSlice', namespaced: true, generation: true, bookmarkZero: { addressType: '', endpoints: null, ports: null } },
   { group: 'discovery.k8s.io', version: 'v1beta1', resource: 'endpointslices', kind: 'EndpointSlice', namespaced: true, generation: true, bookmarkZero: { addressType: '', endpoints: null, ports: null } },
+  { group: 'certificates.k8s.io', version: 'v1', resource: 'certificatesigningrequests', kind: 'CertificateSigningRequest', namespaced: false, shortNames: ['csr'], status: true, writableSubresources: ['approval'], bookmarkZero: { spec: { request: null, signerName: '' }, status: {} } },
 ]
 
 const hostnameKey = 'kubernetes.io/hostname'
@@ -140,6 +144,7 @@ export class ResourceRegistry {
         custom: false,
         generation: b.generation ?? false,
         status: b.status ?? false,
+        writableSubresources: b.writableSubresources ?? [],
         categories: b.categories ?? [],
         connect: b.connect ?? [],
         bookmarkZero: b.bookmarkZero ?? {},
@@ -167,6 +172,7 @@ export class ResourceRegistry {
       custom: true,
       generation: true,
       status: true,
+      writableSubresources: [],
       categories: [],
       connect: [],
       bookmarkZero: {},

@@ -1,24 +1,27 @@
 // ApiServerSimulator: the stand-in for kube-apiserver used by the hub's integration tests and the
 // demo. Plain node:http / node:https on 127.0.0.1, faults on command (refuse, hang, reset), a
-// request log, WebSocket and SPDY-style upgrades echoed back.
+// request log, WebSocket and SPDY-style upgrades echoed back, CSRs approved and signed.
 
 import { once } from 'node:events'
 import http, { type IncomingMessage, type ServerResponse } from 'node:http'
 import https from 'node:https'
 import type { Duplex } from 'node:stream'
 import type { Socket } from 'node:net'
-import type { TLSSocket } from 'node:tls'
 import { parseAllDocuments } from 'yaml'
 import { WebSocketServer } from 'ws'
+import { clockSkewAllowanceMs, createCertificateAuthority, type CertificateAndKey } from '../../certs/authority.ts'
 import { classify } from '../../lib/requestinfo.ts'
 import { failure } from '../../lib/status.ts'
+import { anonymous, identify, isPublic, type AuthConfig, type Identity } from './auth.ts'
 import { Cluster } from './cluster.ts'
+import { csrStrategy } from './csr.ts'
 import { discovery, versionInfo } from './discovery.ts'
 import { ApiError, noSuchResource } from './errors.ts'
 import { errorStatus, handleResource, sendJSON, sendStatus, baseHeaders } from './handlers.ts'
 import { openapiDocument, openapiIndex } from './openapi.ts'
 import { negotiate, notAcceptableMessage } from './render.ts'
 import { ResourceRegistry, type ResourceEntry, type ResourceType } from './resources.ts'
+import { CsrController, type AutoApprove } from './signer.ts'
 import { Store } from './store.ts'
 import type { WatchStream } from './watch.ts'
 
@@ -33,6 +36,10 @@ export interface SimulatorOptions {
   bookmarkIntervalMs?: number
   /** default 0 (random); the host is always 127.0.0.1 */
   port?: number
+  /** the CA approved CSRs are signed with (ECDSA P-256, PKCS#8 key); generated when not given */
+  signerCa?: CertificateAndKey
+  /** approve CSRs on creation (all, or those the function accepts), like kube-controller-manager's csrapproving */
+  autoApproveCsr?: AutoApprove
 }
 
 export type Fault = 'none' | 'refuse' | 'hang' | 'reset'
@@ -41,15 +48,12 @@ export interface LoggedRequest {
   method: string
   url: string
   headers: Record<string, string | string[] | undefined>
+  /** who it authenticated as: a client certificate's CN, `token:<first 6 chars>`, `system:anonymous`; undefined when its credentials were refused */
+  user?: string
 }
 
-const publicPaths = ['/healthz', '/livez', '/readyz', '/version']
 const noop = () => {}
 const maxLoggedRequests = 10_000
-
-function isPublic(path: string): boolean {
-  return publicPaths.some(p => path === p || path.startsWith(`${p}/`))
-}
 
 /** The objects of a multi-document YAML text; a document that does not parse is an error. */
 function parseObjects(text: string): any[] {
@@ -73,10 +77,18 @@ export class ApiServerSimulator {
   private listening = false
   private closed = false
   private boundPort = 0
+  private readonly auth: AuthConfig
+  private readonly csr: CsrController
 
-  private constructor(private readonly options: SimulatorOptions) {
+  private constructor(
+    private readonly options: SimulatorOptions,
+    signerCa: CertificateAndKey,
+  ) {
     this.store = new Store(options.eventWindow ?? 1000)
     this.cluster = new Cluster(this.registry, this.store)
+    this.cluster.setStrategy(this.entryFor('certificates.k8s.io/v1', 'CertificateSigningRequest').storageKey, csrStrategy)
+    this.csr = new CsrController(this.cluster, signerCa, options.autoApproveCsr ?? false)
+    this.auth = { tokens: options.tokens, required: options.tokens !== undefined || !!(options.tls?.ca && options.tls.requestCert) }
     const handler = (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res)
     const tls = options.tls
     this.server = tls
@@ -94,7 +106,11 @@ export class ApiServerSimulator {
   }
 
   static async start(options: SimulatorOptions = {}): Promise<ApiServerSimulator> {
-    const sim = new ApiServerSimulator(options)
+    const now = Date.now()
+    const signerCa =
+      options.signerCa ??
+      (await createCertificateAuthority({ commonName: `simulator-csr-signer@${Math.floor(now / 1000)}`, notBefore: new Date(now - clockSkewAllowanceMs), notAfter: new Date(now + 10 * 365 * 86_400_000) }))
+    const sim = new ApiServerSimulator(options, signerCa)
     await sim.listen(options.port ?? 0)
     return sim
   }
@@ -105,6 +121,11 @@ export class ApiServerSimulator {
 
   get url(): string {
     return `${this.options.tls ? 'https' : 'http'}://127.0.0.1:${this.boundPort}`
+  }
+
+  /** the CA approved CSRs are signed with */
+  get signerCa(): CertificateAndKey {
+    return this.csr.signerCa
   }
 
   private async listen(port: number): Promise<void> {
@@ -185,6 +206,15 @@ export class ApiServerSimulator {
     return this.cluster.list(this.entryFor(apiVersion, kind)).items
   }
 
+  /** Approves a CSR (through its approval subresource); the certificate follows shortly. Returns the approved object. */
+  approveCsr(name: string, message = 'approved by the apiserver simulator'): any {
+    return this.csr.decide(name, 'Approved', 'SimulatorApprove', message)
+  }
+
+  denyCsr(name: string, message: string): any {
+    return this.csr.decide(name, 'Denied', 'SimulatorDeny', message)
+  }
+
   currentResourceVersion(): string {
     return String(this.store.currentRV())
   }
@@ -230,6 +260,7 @@ export class ApiServerSimulator {
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
+    this.csr.stop()
     const closed = this.listening ? new Promise<void>(resolve => this.server.close(() => resolve())) : Promise.resolve()
     this.listening = false
     this.destroyAll()
@@ -256,7 +287,7 @@ export class ApiServerSimulator {
   // --- requests -----------------------------------------------------------------------------
 
   private log(req: IncomingMessage): void {
-    this.requests.push({ method: req.method ?? 'GET', url: req.url ?? '/', headers: { ...req.headers } })
+    this.requests.push({ method: req.method ?? 'GET', url: req.url ?? '/', headers: { ...req.headers }, user: identify(req, this.auth)?.username })
     if (this.requests.length > maxLoggedRequests) this.requests.splice(0, this.requests.length - maxLoggedRequests)
   }
 
@@ -278,31 +309,20 @@ export class ApiServerSimulator {
     })
   }
 
-  /** true: authenticated; false: bad credentials; 'anonymous': none presented. */
-  private authenticate(req: IncomingMessage): boolean | 'anonymous' {
-    const { tokens, tls } = this.options
-    const required = tokens !== undefined || !!(tls?.ca && tls.requestCert)
-    if (!required) return true
-    const auth = req.headers.authorization
-    if (auth) {
-      const m = /^Bearer\s+(\S+)\s*$/i.exec(auth)
-      return !!m && (tokens ?? []).includes(m[1])
-    }
-    const sock = req.socket as TLSSocket
-    if (sock.authorized && typeof sock.getPeerCertificate === 'function') {
-      const cert = sock.getPeerCertificate()
-      if (cert && Object.keys(cert).length > 0) return true
-    }
-    return 'anonymous'
+  /** The request's identity when it may go on to `path`, else undefined (answered 401). */
+  private authorize(req: IncomingMessage, path: string): Identity | undefined {
+    const identity = identify(req, this.auth)
+    if (identity === anonymous && this.auth.required && !isPublic(path)) return undefined
+    return identity
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const info = classify(req.method ?? 'GET', req.url ?? '/', req.headers['user-agent'])
-    const auth = this.authenticate(req)
-    if (auth === false || (auth === 'anonymous' && !isPublic(info.path))) {
-      throw new ApiError(failure(401, 'Unauthorized', 'Unauthorized'))
+    const user = this.authorize(req, info.path)
+    if (!user) throw new ApiError(failure(401, 'Unauthorized', 'Unauthorized'))
+    if (info.isResourceRequest) {
+      return handleResource({ cluster: this.cluster, user, bookmarkIntervalMs: this.options.bookmarkIntervalMs ?? 5000, watches: this.watches }, req, res, info)
     }
-    if (info.isResourceRequest) return handleResource({ cluster: this.cluster, bookmarkIntervalMs: this.options.bookmarkIntervalMs ?? 5000, watches: this.watches }, req, res, info)
 
     const path = info.path.replace(/\/+$/, '') || '/'
     if (['/healthz', '/livez', '/readyz'].some(p => path === p || path.startsWith(`${p}/`))) {
@@ -333,7 +353,7 @@ export class ApiServerSimulator {
     this.log(req)
     socket.on('error', noop)
     if (this.fault === 'hang') return
-    if (this.authenticate(req) !== true) {
+    if (!this.authorize(req, new URL(req.url ?? '/', 'http://simulator').pathname)) {
       const body = JSON.stringify(failure(401, 'Unauthorized', 'Unauthorized'))
       socket.end(`HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
       return
