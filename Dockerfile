@@ -14,7 +14,7 @@ COPY cmd ./cmd
 COPY lib ./lib
 COPY filters ./filters
 COPY certs ./certs
-# tsc also compiles the simulator the demo imports (dist/test/); the image leaves it out
+# the demo's simulator (test/) is never part of the image, even if tsc were to pull it in
 RUN npm run build && rm -rf dist/test
 
 # ---- runtime dependencies, on the target platform (esbuild, under tsx, is per platform) ----

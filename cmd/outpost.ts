@@ -43,7 +43,15 @@ async function main(): Promise<void> {
   const closers: (() => Promise<void>)[] = []
   if (demo) {
     // Only the demo needs the simulator; a production start never loads it.
-    const { startDemoCluster } = await import('../test/simulator/demo.ts')
+    // Not a literal, and no type import: tsc must not pull the simulator into dist/ (the image).
+    const demoModule = '../test/simulator/demo.ts'
+    let startDemoCluster: () => Promise<{ url: string; close(): Promise<void> }>
+    try {
+      ;({ startDemoCluster } = await import(demoModule))
+    } catch {
+      process.stderr.write('outpost: no apiserver given and the demo needs a source checkout (npm start); give --kubeconfig or --server\n')
+      process.exit(2)
+    }
     const simulator = await startDemoCluster()
     closers.push(() => simulator.close())
     const given = (flag: string, env: string) => process.argv.some(a => a.startsWith(flag)) || Boolean(process.env[env])

@@ -116,6 +116,10 @@ t.test('npm run build emits JavaScript that runs with plain node', async t => {
   t.equal(bad.status, 2, 'an unknown flag exits 2')
   t.match(bad.stderr, /^outpost: unknown flag --no-such-flag/, 'with a one-line error')
 
+  const demo = spawnSync(process.execPath, [main], { cwd: root, encoding: 'utf8', timeout: 30_000, env: { ...process.env, NODE_OPTIONS: '' } })
+  t.equal(demo.status, 2, 'no apiserver and no simulator in the build: exit 2')
+  t.match(demo.stderr, /^outpost: no apiserver given and the demo needs a source checkout/, 'saying what to give instead')
+
   // What the image needs of the emitted code: the image has the production dependencies only, and
   // no test/ (the Dockerfile removes the simulator tsc pulls in through the demo's import).
   const allowedBare = new Set(Object.keys(pkg.dependencies))
