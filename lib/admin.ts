@@ -25,6 +25,8 @@ export interface AdminOptions {
   health: HealthChecker
   filters: FilterRegistry
   nodeName: string
+  /** what else the hub waits for (the HTTPS port's certificate), '' when nothing */
+  pending?: () => string
 }
 
 const everything = parseScope({ namespace: '', labelSelector: '', fieldSelector: '' })
@@ -67,6 +69,8 @@ export function createAdminServer(options: AdminOptions) {
   admin.get('/v1/readyz', async (_request, reply) => {
     const missing: string[] = []
     if (!topology.known) missing.push(`topology context: node ${options.nodeName} not seen yet (cloud ${health.state}, nothing cached)`)
+    const pending = options.pending?.()
+    if (pending) missing.push(pending)
     reply.type('text/plain')
     if (missing.length === 0) return 'ok'
     reply.code(503)

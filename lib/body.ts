@@ -10,22 +10,52 @@ export class BodyTooLargeError extends Error {
   }
 }
 
+export class BodyTimeoutError extends Error {
+  constructor(readonly idleMs: number) {
+    super(`request body stalled: nothing received for ${idleMs} ms`)
+    this.name = 'BodyTimeoutError'
+  }
+}
+
 export function hasBody(req: IncomingMessage): boolean {
   const length = req.headers['content-length']
   return (length !== undefined && length !== '0') || req.headers['transfer-encoding'] !== undefined
 }
 
-export async function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+/**
+ * The whole body, refused past `limit` bytes, and given up on when a chunk takes longer than
+ * `idleMs` to come. The socket stays usable for the error answer; the caller closes it after.
+ */
+export function readBody(req: IncomingMessage, limit: number, idleMs = 0): Promise<Buffer> {
   const declared = Number(req.headers['content-length'])
-  if (Number.isFinite(declared) && declared > limit) throw new BodyTooLargeError(limit)
-  const chunks: Buffer[] = []
-  let size = 0
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length
-    if (size > limit) throw new BodyTooLargeError(limit)
-    chunks.push(chunk as Buffer)
-  }
-  return Buffer.concat(chunks, size)
+  if (Number.isFinite(declared) && declared > limit) return Promise.reject(new BodyTooLargeError(limit))
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    let size = 0
+    let timer: NodeJS.Timeout | undefined
+    const finish = (error: Error | undefined) => {
+      clearTimeout(timer)
+      req.off('data', onData).off('end', onEnd).off('error', onError)
+      if (!error) return resolve(Buffer.concat(chunks, size))
+      req.pause()
+      reject(error)
+    }
+    const arm = () => {
+      if (idleMs <= 0) return
+      clearTimeout(timer)
+      timer = setTimeout(() => finish(new BodyTimeoutError(idleMs)), idleMs)
+    }
+    const onData = (chunk: Buffer) => {
+      size += chunk.length
+      if (size > limit) return finish(new BodyTooLargeError(limit))
+      chunks.push(chunk)
+      arm()
+    }
+    const onEnd = () => finish(undefined)
+    const onError = (error: Error) => finish(error)
+    req.on('data', onData).on('end', onEnd).on('error', onError)
+    arm()
+  })
 }
 
 /** A whole response body (lists are bounded; the caller decides what is too big to buffer). */

@@ -5,7 +5,10 @@ import type { Logger } from 'pino'
 import type { AddressInfo } from 'node:net'
 import { plainBindProblem } from './config.ts'
 import type { HubConfig } from './config.ts'
-import { loadKubeconfig } from './kubeconfig.ts'
+import { NodeCredentials } from './credentials.ts'
+import { startSecurePort } from './secure-port.ts'
+import type { SecurePort } from './secure-port.ts'
+import type { ApiCaller } from '../certs/signing-request.ts'
 import type { UpstreamCredentials } from './kubeconfig.ts'
 import { Upstream } from './upstream.ts'
 import { createProxyServer } from './server.ts'
@@ -25,6 +28,8 @@ export interface Hub {
   /** http://<bind>:<port> of the proxy */
   proxyUrl: string
   adminUrl: string
+  /** https://… of the HTTPS port once it listens; undefined when it is off */
+  secureUrl: Promise<string> | undefined
   upstream: Upstream
   health: HealthChecker
   store: CacheStore
@@ -40,13 +45,23 @@ export interface StartOptions {
   logger?: Logger
   /** BOOKMARK period of watches served from the cache */
   offlineBookmarkIntervalMs?: number
+  /** how often credential and certificate files are re-read, and pending CSRs polled (tests: fast) */
+  timing?: { reloadIntervalMs?: number; csrPollIntervalMs?: number }
 }
 
-export async function resolveUpstream(config: HubConfig): Promise<{ servers: URL[]; credentials: UpstreamCredentials }> {
-  const credentials = config.kubeconfig ? await loadKubeconfig(config.kubeconfig) : {}
+function serversFor(config: HubConfig, credentials: UpstreamCredentials): URL[] {
   const servers = config.servers.length > 0 ? config.servers : credentials.server ? [new URL(credentials.server)] : []
-  if (servers.length === 0) throw new Error('no apiserver to talk to: give --server or a --kubeconfig with a server')
-  return { servers, credentials }
+  if (servers.length === 0) throw new Error('no apiserver to talk to: give --server, or a --kubeconfig or --bootstrap-kubeconfig with a server')
+  return servers
+}
+
+/** The node's credentials (bootstrapping a client certificate first if so configured) and the servers. */
+async function resolveUpstream(config: HubConfig, log: Logger, options: StartOptions) {
+  const { source, credentials } = await NodeCredentials.load({ config, log, ...options.timing }, bootstrap => {
+    const upstream = new Upstream({ servers: serversFor(config, bootstrap), credentials: bootstrap })
+    return { api: (method, path, body) => upstream.callJson(method, path, body), close: () => upstream.close() }
+  })
+  return { servers: serversFor(config, credentials), credentials, source }
 }
 
 function urlOf(address: AddressInfo): string {
@@ -58,7 +73,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
   const log = options.logger ?? pino({ level: config.logLevel, name: 'outpost' })
   const bindProblem = plainBindProblem(config)
   if (bindProblem) throw new Error(bindProblem)
-  const { servers, credentials } = await resolveUpstream(config)
+  const { servers, credentials, source: nodeCredentials } = await resolveUpstream(config, log, options)
 
   // The health checker needs the upstream (to probe) and the upstream reports to the health checker.
   let health: HealthChecker | undefined
@@ -120,10 +135,12 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     log.info({ pool: topology.nodePool, sent }, 'topology changed')
   })
 
-  const proxy = createProxyServer({
+  const proxyOptions = {
     upstream,
     logger: log,
     maxRequestBodyBytes: config.maxRequestBytes,
+    headerTimeoutMs: config.headerTimeoutMs,
+    idleTimeoutMs: config.idleTimeoutMs,
     nodeName: config.nodeName,
     cache: { recorder, policy: new CachePolicy(config.cacheComponents) },
     cloud: { isOnline: () => checker.state === 'online', outage: () => checker.outage() },
@@ -132,20 +149,25 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     filteredWatches,
     observer: metrics,
     offlineBookmarkIntervalMs: options.offlineBookmarkIntervalMs ?? 10_000,
-  })
-  const admin = createAdminServer({ log, metrics, store, topology, health, filters, nodeName: config.nodeName })
+  }
+  const proxy = createProxyServer(proxyOptions)
+  const api: ApiCaller = (method, path, body) => upstream.callJson(method, path, body)
+  let secure: SecurePort | undefined
+  const admin = createAdminServer({ log, metrics, store, topology, health, filters, nodeName: config.nodeName, pending: () => secure?.pending() ?? '' })
 
   try {
     await health.start()
     await topology.start()
     await proxy.listen({ host: config.bindAddress, port: config.port })
     await admin.listen({ host: config.adminAddress, port: config.adminPort })
+    if (config.securePort !== null) secure = await startSecurePort(config, log, proxyOptions, api, options.timing)
   } catch (error) {
     health.stop()
     topology.stop()
-    await Promise.allSettled([proxy.close(), admin.close(), upstream.close(), store.flush()])
+    await Promise.allSettled([proxy.close(), admin.close(), secure?.close(), upstream.close(), store.flush()])
     throw error
   }
+  nodeCredentials.start(next => upstream.setCredentials(next), api)
   const hub: Hub = {
     proxyUrl: urlOf(proxy.server.address() as AddressInfo),
     adminUrl: urlOf(admin.server.address() as AddressInfo),
@@ -157,12 +179,14 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     metrics,
     log,
     topology,
+    secureUrl: secure?.url,
     async close() {
       checker.stop()
       topology.stop()
+      nodeCredentials.stop()
       streams.endOfflineWatches()
       streams.endUpstreamWatches()
-      await Promise.allSettled([proxy.close(), admin.close()])
+      await Promise.allSettled([proxy.close(), admin.close(), secure?.close()])
       await store.flush()
       await upstream.close()
     },

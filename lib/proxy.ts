@@ -7,7 +7,8 @@ import type { Logger } from 'pino'
 import { classify, isWatch } from './requestinfo.ts'
 import type { RequestInfo } from './requestinfo.ts'
 import { upstreamRequestHeaders, clientResponseHeaders } from './headers.ts'
-import { BodyTooLargeError, hasBody, readAll, readBody } from './body.ts'
+import { BodyTimeoutError, BodyTooLargeError, hasBody, readAll, readBody } from './body.ts'
+import type { Authenticate } from './authn.ts'
 import { WatchFrameSplitter, framingOf } from './frames.ts'
 import { Upstream, UpstreamUnavailableError, describeError } from './upstream.ts'
 import type { UpstreamResponse } from './upstream.ts'
@@ -30,6 +31,10 @@ export interface ProxyOptions {
   upstream: Upstream
   log: Logger
   maxRequestBodyBytes: number
+  /** a request body must keep arriving: at most this long between chunks */
+  bodyIdleTimeoutMs?: number
+  /** who may use this port (the HTTPS port); undefined: anyone who reaches it (loopback) */
+  authenticate?: Authenticate
   /** this node's name: its Lease renewals are answered locally while offline */
   nodeName: string
   cache?: { recorder: Recorder; policy: CachePolicy }
@@ -74,12 +79,20 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
     if (!res.writableFinished) clientGone.abort()
   })
 
+  const denied = options.authenticate?.(req)
+  if (denied) {
+    sendStatus(res, denied)
+    return 'hub'
+  }
   let body: Buffer | undefined
   if (hasBody(req)) {
     try {
-      body = await readBody(req, options.maxRequestBodyBytes)
+      body = await readBody(req, options.maxRequestBodyBytes, options.bodyIdleTimeoutMs)
     } catch (error) {
+      // the rest of the body is not read: the connection cannot carry another request
+      res.shouldKeepAlive = false
       if (error instanceof BodyTooLargeError) sendStatus(res, failure(413, error.message))
+      else if (error instanceof BodyTimeoutError) sendStatus(res, failure(408, error.message, 'Timeout'))
       else res.destroy()
       return 'hub'
     }

@@ -12,30 +12,56 @@ import { failure } from './status.ts'
 
 export interface ProxyServerOptions extends Omit<ProxyOptions, 'log'> {
   logger: Logger
+  /** serve TLS (1.2+): the serving certificate, and the CA client certificates are checked against */
+  https?: { cert: Buffer; key: Buffer; clientCa?: Buffer }
+  /** request headers must arrive within this; a keep-alive connection idles at most idleTimeoutMs */
+  headerTimeoutMs: number
+  idleTimeoutMs: number
+}
+
+/** TLS options of the HTTPS port; also what setSecureContext takes when the certificate is renewed. */
+export function tlsContextOptions(https: NonNullable<ProxyServerOptions['https']>) {
+  return { cert: https.cert, key: https.key, ca: https.clientCa, minVersion: 'TLSv1.2' as const }
 }
 
 const allMethods = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']
 
 export function createProxyServer(options: ProxyServerOptions) {
-  const proxyOptions: ProxyOptions = { ...options, log: options.logger }
+  const proxyOptions: ProxyOptions = { ...options, log: options.logger, bodyIdleTimeoutMs: options.headerTimeoutMs }
+  const serverOptions = {
+    headersTimeout: options.headerTimeoutMs,
+    // how often Node looks for connections past headersTimeout (its default, 30 s, would let a
+    // slow client hold a socket that long whatever the timeout says)
+    connectionsCheckingInterval: Math.min(1000, options.headerTimeoutMs),
+  }
   const app = Fastify({
     loggerInstance: options.logger,
+    ...(options.https
+      ? {
+          // a client certificate is asked for, never required: tokens work without one
+          https: { ...serverOptions, ...tlsContextOptions(options.https), requestCert: options.https.clientCa !== undefined, rejectUnauthorized: false },
+        }
+      : { http: serverOptions }),
     // one debug line per request comes from forward(), with what fastify cannot know (component, verb)
     logController: new LogController({ disableRequestLogging: true }),
     // watches are long-lived; the apiserver bounds them itself with timeoutSeconds
     requestTimeout: 0,
     connectionTimeout: 0,
-    keepAliveTimeout: 65_000,
+    keepAliveTimeout: options.idleTimeoutMs,
     forceCloseConnections: true,
     routerOptions: { maxParamLength: 8192 },
     return503OnClosing: true,
     exposeHeadRoutes: false,
     // Bytes that are not HTTP at all: a Status, like every other error, then the connection closes.
-    clientErrorHandler: (error, socket) => {
-      const body = JSON.stringify(failure(400, `malformed HTTP request: ${error.message}`))
+    clientErrorHandler: (error: NodeJS.ErrnoException, socket) => {
+      const timedOut = error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      const status = timedOut
+        ? failure(408, `request headers not received within ${options.headerTimeoutMs} ms`, 'Timeout')
+        : failure(400, `malformed HTTP request: ${error.message}`)
+      const body = JSON.stringify(status)
       if (socket.writable) {
         socket.end(
-          `HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+          `HTTP/1.1 ${timedOut ? '408 Request Timeout' : '400 Bad Request'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
         )
       }
       socket.destroySoon?.()
@@ -77,6 +103,6 @@ export function createProxyServer(options: ProxyServerOptions) {
     reply.hijack()
     sendStatus(reply.raw, failure(code, error.message))
   })
-  attachUpgradeProxy(app.server, options.upstream, options.logger)
+  attachUpgradeProxy(app.server, options.upstream, options.logger, options.authenticate)
   return app
 }

@@ -1,10 +1,13 @@
 // exec, attach and port-forward upgrade the connection (SPDY/3.1 or WebSocket). The hub does not
 // speak those protocols: it replays the request head to the apiserver and splices the sockets.
+import { STATUS_CODES } from 'node:http'
 import type { IncomingMessage, Server } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { Logger } from 'pino'
 import { Upstream, describeError } from './upstream.ts'
 import { serviceUnavailable } from './status.ts'
+import type { Status } from './status.ts'
+import type { Authenticate } from './authn.ts'
 
 const dropOnReplay = new Set(['host', 'proxy-authorization', 'proxy-connection'])
 
@@ -18,16 +21,18 @@ function requestHead(req: IncomingMessage, server: URL, bearer: string | undefin
   return lines.join('\r\n') + '\r\n\r\n'
 }
 
-function refuse(socket: Duplex, message: string): void {
-  const body = JSON.stringify(serviceUnavailable(message))
+function refuse(socket: Duplex, status: Status): void {
+  const body = JSON.stringify(status)
   socket.end(
-    `HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${status.code} ${STATUS_CODES[status.code] ?? status.reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   )
 }
 
-export function attachUpgradeProxy(server: Server, upstream: Upstream, log: Logger): void {
+export function attachUpgradeProxy(server: Server, upstream: Upstream, log: Logger, authenticate?: Authenticate): void {
   server.on('upgrade', (req: IncomingMessage, client: Duplex, head: Buffer) => {
     client.on('error', () => client.destroy())
+    const denied = authenticate?.(req)
+    if (denied) return refuse(client, denied)
     const ownCredentials = req.headers.authorization !== undefined
     const bearer = ownCredentials ? undefined : upstream.bearerToken
     upstream.connectRaw(ownCredentials).then(
@@ -47,7 +52,7 @@ export function attachUpgradeProxy(server: Server, upstream: Upstream, log: Logg
       },
       error => {
         log.warn({ path: req.url, err: describeError(error) }, 'upgrade failed')
-        refuse(client, describeError(error))
+        refuse(client, serviceUnavailable(describeError(error)))
       },
     )
   })

@@ -9,6 +9,7 @@ import tls from 'node:tls'
 import type { ConnectionOptions } from 'node:tls'
 import type { UpstreamCredentials } from './kubeconfig.ts'
 import { hubUserAgent } from './config.ts'
+import { readAll } from './body.ts'
 
 export interface UpstreamRequest {
   method: string
@@ -110,9 +111,11 @@ export class Upstream {
   private readonly states: ServerState[]
   private readonly failedServerBackoffMs: number
   private readonly requestTimeoutMs: number
+  private credentials: UpstreamCredentials
 
   constructor(private readonly options: UpstreamOptions) {
     if (options.servers.length === 0) throw new Error('at least one apiserver URL is required')
+    this.credentials = options.credentials
     this.failedServerBackoffMs = options.failedServerBackoffMs ?? 10_000
     this.requestTimeoutMs = options.requestTimeoutMs ?? 300_000
     this.states = options.servers.map(url => ({
@@ -128,7 +131,7 @@ export class Upstream {
       pipelining: 1,
       connectTimeout: this.options.connectTimeoutMs ?? 5_000,
       keepAliveTimeout: 30_000,
-      connect: url.protocol === 'https:' ? tlsOptionsFor(url, this.options.credentials, withClientCert) : undefined,
+      connect: url.protocol === 'https:' ? tlsOptionsFor(url, this.credentials, withClientCert) : undefined,
     }
   }
 
@@ -169,13 +172,28 @@ export class Upstream {
   }
 
   get bearerToken(): string | undefined {
-    return this.options.credentials.token
+    return this.credentials.token
+  }
+
+  /**
+   * New node credentials (a rotated certificate, a new token): requests from now on use them. The
+   * old pools finish what they carry and close; watches have connections of their own and stay open
+   * (the apiserver checked the old certificate when they began, as it does for kubelet's).
+   */
+  setCredentials(credentials: UpstreamCredentials): void {
+    this.credentials = credentials
+    for (const state of this.states) {
+      const old = [state.nodePool, state.clientPool]
+      state.nodePool = this.createPool(state.url, true)
+      state.clientPool = this.createPool(state.url, false)
+      for (const pool of old) void pool.close().catch(() => pool.destroy())
+    }
   }
 
   /** Headers for the upstream: the hub's bearer token unless the client brought its own credentials. */
   authorize(headers: Record<string, string | string[]>): { headers: Record<string, string | string[]>; ownCredentials: boolean } {
     if (headers.authorization) return { headers, ownCredentials: true }
-    const token = this.options.credentials.token
+    const token = this.credentials.token
     if (!token) return { headers, ownCredentials: false }
     return { headers: { ...headers, authorization: `Bearer ${token}` }, ownCredentials: false }
   }
@@ -213,6 +231,24 @@ export class Upstream {
     throw new UpstreamUnavailableError(causes)
   }
 
+  /** A JSON request of the hub's own (the CSR flows), with the node's credentials. */
+  async callJson(method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ statusCode: number; body: any }> {
+    const res = await this.request({
+      method,
+      path,
+      headers: { 'user-agent': hubUserAgent, accept: 'application/json', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : Buffer.from(JSON.stringify(body)),
+    })
+    const text = (await readAll(res.body)).toString()
+    let parsed: unknown
+    try {
+      parsed = text ? JSON.parse(text) : undefined
+    } catch {
+      parsed = { message: text.slice(0, 200) }
+    }
+    return { statusCode: res.statusCode, body: parsed }
+  }
+
   /** One health probe of one server, with the node's credentials: GET /readyz answered 200. */
   async probe(server: URL, signal: AbortSignal): Promise<boolean> {
     const state = this.states.find(s => s.url === server)
@@ -248,7 +284,7 @@ export class Upstream {
     const host = url.hostname.replace(/^\[|\]$/g, '')
     return new Promise((resolve, reject) => {
       const socket = secure
-        ? tls.connect({ host, port, ...tlsOptionsFor(url, this.options.credentials, withClientCert) })
+        ? tls.connect({ host, port, ...tlsOptionsFor(url, this.credentials, withClientCert) })
         : net.connect({ host, port })
       const timer = setTimeout(() => socket.destroy(Object.assign(new Error('connect timeout'), { code: 'UND_ERR_CONNECT_TIMEOUT' })), this.options.connectTimeoutMs ?? 5_000)
       socket.once(secure ? 'secureConnect' : 'connect', () => {

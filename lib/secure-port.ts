@@ -1,0 +1,67 @@
+// The HTTPS proxy port: the same proxy as the plain port, behind TLS and authentication
+// (lib/authn.ts), with a serving certificate from lib/serving.ts swapped in when renewed.
+import { readFile } from 'node:fs/promises'
+import type { AddressInfo } from 'node:net'
+import type { Logger } from 'pino'
+import type { HubConfig } from './config.ts'
+import { createProxyServer, tlsContextOptions } from './server.ts'
+import type { ProxyServerOptions } from './server.ts'
+import { secureAuthentication } from './authn.ts'
+import { ServingCertificates } from './serving.ts'
+import type { ApiCaller } from '../certs/signing-request.ts'
+
+export interface SecurePort {
+  /** https://<address>:<port> once listening; with a certificate to wait for (csr), later */
+  url: Promise<string>
+  /** what it waits for, for /v1/readyz; '' when nothing */
+  pending(): string
+  close(): Promise<void>
+}
+
+export async function startSecurePort(
+  config: HubConfig,
+  log: Logger,
+  proxy: Omit<ProxyServerOptions, 'https' | 'authenticate'>,
+  api: ApiCaller,
+  timing: { reloadIntervalMs?: number; csrPollIntervalMs?: number } = {},
+): Promise<SecurePort> {
+  let clientCa: Buffer | undefined
+  if (config.clientCaFile) {
+    try {
+      clientCa = await readFile(config.clientCaFile)
+    } catch (error) {
+      throw new Error(`--client-ca-file ${config.clientCaFile}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`)
+    }
+    if (!clientCa.toString('latin1').includes('-----BEGIN CERTIFICATE-----')) throw new Error(`--client-ca-file ${config.clientCaFile} holds no PEM certificate`)
+  }
+  const certificates = new ServingCertificates({ config, log, api, ...timing })
+  let server: ReturnType<typeof createProxyServer> | undefined
+  let closed = false
+
+  const listen = async (): Promise<string> => {
+    const material = await certificates.first()
+    if (closed) throw new Error('hub stopped before the HTTPS port started')
+    const https = { cert: material.cert, key: material.key, clientCa }
+    server = createProxyServer({ ...proxy, logger: log.child({ server: 'https' }), https, authenticate: secureAuthentication(clientCa !== undefined) })
+    await server.listen({ host: config.secureBindAddress, port: config.securePort ?? 0 })
+    const address = server.server.address() as AddressInfo
+    const url = `https://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`
+    certificates.start(next => (server!.server as unknown as import('node:tls').Server).setSecureContext(tlsContextOptions({ ...https, cert: next.cert, key: next.key })))
+    log.info({ url, certificate: certificates.source, subject: material.info.subject, notAfter: material.info.notAfter.toISOString(), clientCa: config.clientCaFile ?? null }, 'HTTPS port serving')
+    return url
+  }
+
+  // A certificate the cluster must issue may take an operator's approval: the hub serves meanwhile.
+  const url = listen()
+  if (certificates.source !== 'csr') await url
+  else url.catch(error => log.error({ err: (error as Error).message }, 'HTTPS port not started'))
+  return {
+    url,
+    pending: () => certificates.pending,
+    async close() {
+      closed = true
+      certificates.stop()
+      await server?.close()
+    },
+  }
+}

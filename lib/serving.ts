@@ -1,0 +1,155 @@
+// The HTTPS port's certificate, from one of three places, kept current without a restart:
+// - files (--tls-cert-file / --tls-private-key-file), re-read when they change on disk;
+// - self-signed: the hub's own CA in --cert-dir signs it (certs/selfsigned.ts), re-issued at 80 %;
+// - csr: the cluster signs it (signer kubernetes.io/kubelet-serving), so pods that trust the
+//   cluster CA trust the hub; requested again at 80 % of its lifetime.
+import os from 'node:os'
+import path from 'node:path'
+import { readFile } from 'node:fs/promises'
+import type { Logger } from 'pino'
+import type { HubConfig } from './config.ts'
+import { certificateMatchesKey, readCertificateAndKey } from './credentials.ts'
+import { createCertificateRequest } from '../certs/csr.ts'
+import { certificateInfo, renewalTime, writePemFile } from '../certs/pem.ts'
+import type { CertificateInfo } from '../certs/pem.ts'
+import { ensureSelfSignedServing } from '../certs/selfsigned.ts'
+import { nodeServingCertificate, requestCertificate } from '../certs/signing-request.ts'
+import type { ApiCaller } from '../certs/signing-request.ts'
+
+export interface ServingMaterial {
+  cert: Buffer
+  key: Buffer
+  info: CertificateInfo
+}
+
+/** The names in-cluster clients use for the apiserver, which the hub stands in for. */
+export const kubernetesNames = ['kubernetes', 'kubernetes.default', 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local']
+
+export const servingCertificateFile = 'outpost-serving-current.pem'
+
+const retryMs = 30_000
+const maxTimerMs = 60 * 60 * 1000
+
+/** This host's addresses, for the IP SANs when --node-ip is not given. */
+function hostAddresses(): string[] {
+  return Object.values(os.networkInterfaces())
+    .flat()
+    .filter(a => a !== undefined && !a.internal && !a.address.startsWith('fe80:'))
+    .map(a => a!.address)
+}
+
+export interface ServingOptions {
+  config: Pick<HubConfig, 'tlsCertFile' | 'tlsKeyFile' | 'servingCert' | 'certDir' | 'nodeName' | 'nodeIps'>
+  log: Logger
+  /** the apiserver, as the node (csr) */
+  api: ApiCaller
+  /** how often files given by flag are re-read (default 5 s) */
+  reloadIntervalMs?: number
+  csrPollIntervalMs?: number
+}
+
+export class ServingCertificates {
+  private current: ServingMaterial | undefined
+  private timer: NodeJS.Timeout | undefined
+  private readonly abort = new AbortController()
+  /** what the HTTPS port waits for, for /v1/readyz */
+  pending = ''
+
+  constructor(private readonly options: ServingOptions) {}
+
+  get source(): string {
+    return this.options.config.tlsCertFile ? 'files' : this.options.config.servingCert
+  }
+
+  get names(): { dnsNames: string[]; ips: string[] } {
+    const { nodeName, nodeIps } = this.options.config
+    return { dnsNames: [...kubernetesNames, 'localhost', nodeName], ips: ['127.0.0.1', '::1', ...(nodeIps.length > 0 ? nodeIps : hostAddresses())] }
+  }
+
+  /** The certificate to serve with now; with csr and nothing stored, waits until it is issued. */
+  async first(): Promise<ServingMaterial> {
+    this.current = await this.obtain(true)
+    return this.current
+  }
+
+  /** Renewals (or file changes) from now on go to `use`. */
+  start(use: (material: ServingMaterial) => void): void {
+    const loop = () => {
+      if (this.abort.signal.aborted) return
+      this.timer = setTimeout(() => {
+        void this.obtain(false)
+          .then(next => {
+            if (next && next !== this.current) {
+              this.current = next
+              this.options.log.info({ source: this.source, subject: next.info.subject, notAfter: next.info.notAfter.toISOString() }, 'serving certificate renewed')
+              use(next)
+            }
+          })
+          .catch(error => this.options.log.warn({ source: this.source, err: (error as Error).message }, 'serving certificate renewal failed, will retry'))
+          .finally(loop)
+      }, this.delay())
+      this.timer.unref()
+    }
+    loop()
+  }
+
+  stop(): void {
+    if (this.timer) clearTimeout(this.timer)
+    this.abort.abort(new Error('hub stopping'))
+  }
+
+  private delay(): number {
+    if (this.source === 'files') return this.options.reloadIntervalMs ?? 5000
+    if (!this.current) return retryMs
+    const ms = renewalTime(this.current.info).getTime() - Date.now()
+    return Math.min(ms > 0 ? ms : retryMs, maxTimerMs)
+  }
+
+  /** The current material, a new one when due (or changed on disk), or at start whatever is usable. */
+  private async obtain(starting: boolean): Promise<ServingMaterial> {
+    const { config } = this.options
+    if (config.tlsCertFile && config.tlsKeyFile) {
+      const cert = await readFile(config.tlsCertFile)
+      const key = await readFile(config.tlsKeyFile)
+      if (this.current && cert.equals(this.current.cert) && key.equals(this.current.key)) return this.current
+      if (!certificateMatchesKey(cert, key)) throw new Error(`${config.tlsCertFile} does not match ${config.tlsKeyFile}`)
+      return { cert, key, info: certificateInfo(cert) }
+    }
+    if (config.servingCert === 'self-signed') {
+      const issued = await ensureSelfSignedServing({ certDir: config.certDir, nodeName: config.nodeName, ...this.names })
+      if (!issued.renewed && this.current) return this.current
+      if (issued.renewed) this.options.log.info({ reason: issued.renewReason, notAfter: issued.info.notAfter.toISOString() }, 'self-signed serving certificate issued')
+      return { cert: Buffer.from(issued.cert), key: Buffer.from(issued.key), info: issued.info }
+    }
+    const file = path.join(config.certDir, servingCertificateFile)
+    if (starting) {
+      const stored = await readCertificateAndKey(file, new Date())
+      if (stored) return { ...stored, info: certificateInfo(stored.cert) }
+    } else if (this.current && Date.now() < renewalTime(this.current.info).getTime()) {
+      return this.current
+    }
+    return this.requestServingCertificate(file)
+  }
+
+  private async requestServingCertificate(file: string): Promise<ServingMaterial> {
+    const { nodeName } = this.options.config
+    const { csr, key } = await createCertificateRequest({ commonName: `system:node:${nodeName}`, organizations: ['system:nodes'], ...this.names })
+    this.pending = `serving certificate: CSR (signer ${nodeServingCertificate.signerName}) not issued yet; approve it with kubectl certificate approve`
+    this.options.log.info({ signer: nodeServingCertificate.signerName }, 'requesting the serving certificate (CSR), waiting for it to be approved and issued')
+    try {
+      const cert = await requestCertificate(this.options.api, {
+        csr,
+        ...nodeServingCertificate,
+        namePrefix: 'outpost-serving-',
+        pollIntervalMs: this.options.csrPollIntervalMs ?? 2000,
+        signal: this.abort.signal,
+      })
+      await writePemFile(file, `${cert.endsWith('\n') ? cert : `${cert}\n`}${key}`, 0o600)
+      const material = { cert: Buffer.from(cert), key: Buffer.from(key), info: certificateInfo(cert) }
+      this.options.log.info({ subject: material.info.subject, notAfter: material.info.notAfter.toISOString() }, 'serving certificate issued by the cluster')
+      return material
+    } finally {
+      this.pending = ''
+    }
+  }
+}
