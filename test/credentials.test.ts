@@ -1,0 +1,155 @@
+// The node's identity over time: client certificates rotated on disk (as kubelet does), a client
+// certificate bootstrapped by CSR, and a serving certificate the cluster signs, all against the
+// simulator, which signs approved CSRs like kube-controller-manager.
+import t from 'tap'
+import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises'
+import { once } from 'node:events'
+import os from 'node:os'
+import path from 'node:path'
+import tls from 'node:tls'
+import { request } from 'undici'
+import { ApiServerSimulator } from './simulator/index.ts'
+import { startHub } from '../lib/hub.ts'
+import type { Hub } from '../lib/hub.ts'
+import { eventually, hubConfig, quietLogger } from './helpers/hub.ts'
+import { createTestPki, writeKubeconfig } from './helpers/pki.ts'
+import { createCertificateRequest } from '../certs/csr.ts'
+import { nodeClientCertificate, requestCertificate } from '../certs/signing-request.ts'
+import { certificateInfo } from '../certs/pem.ts'
+import { clientCertificateFile } from '../lib/credentials.ts'
+import { servingCertificateFile } from '../lib/serving.ts'
+
+const tmp = (prefix: string) => mkdtemp(path.join(os.tmpdir(), prefix))
+const fast = { reloadIntervalMs: 100, csrPollIntervalMs: 50 }
+const mode = async (file: string) => (await stat(file)).mode & 0o777
+
+/** Who the simulator says the latest request to `path` (through the hub) authenticated as. */
+function lastUser(simulator: ApiServerSimulator, pathPrefix: string): string | undefined {
+  return simulator.requests.filter(r => r.url.startsWith(pathPrefix)).at(-1)?.user
+}
+
+async function get(hub: Hub, path: string): Promise<number> {
+  const res = await request(`${hub.proxyUrl}${path}`)
+  await res.body.dump()
+  return res.statusCode
+}
+
+t.test('client credentials replaced on disk are used by the next request while a watch stays open', async t => {
+  const pki = await createTestPki()
+  const simulator = await ApiServerSimulator.start({ tls: { key: pki.server.key, cert: pki.server.cert, ca: pki.ca.cert, requestCert: true }, signerCa: pki.ca, autoApproveCsr: true })
+  const dir = await tmp('outpost-rotate-')
+  const kubeconfig = await writeKubeconfig(dir, { server: simulator.url, ca: pki.ca.cert, cert: pki.client.cert, key: pki.client.key, inline: false })
+  const hub = await startHub(hubConfig([], { kubeconfig }), { logger: quietLogger(), timing: fast })
+  t.teardown(async () => {
+    await hub.close()
+    await simulator.close()
+  })
+
+  t.equal(await get(hub, '/api/v1/namespaces'), 200)
+  t.equal(lastUser(simulator, '/api/v1/namespaces'), 'system:node:kind-worker2', 'the kubeconfig’s certificate')
+
+  const watch = await request(`${hub.proxyUrl}/api/v1/namespaces/default/configmaps?watch=true`)
+  t.equal(watch.statusCode, 200)
+  let events = ''
+  watch.body.on('data', chunk => (events += chunk.toString()))
+
+  // kubelet's rotation: a new key and certificate, written over the old files
+  const { csr, key } = await createCertificateRequest({ commonName: 'system:node:rotated', organizations: ['system:nodes'] })
+  const cert = await requestCertificate((method, p, body) => hub.upstream.callJson(method, p, body), { csr, ...nodeClientCertificate, namePrefix: 'test-', pollIntervalMs: 50 })
+  await writeFile(path.join(dir, 'pki', 'client.crt'), cert)
+  await writeFile(path.join(dir, 'pki', 'client.key'), key)
+
+  await eventually(async () => (await get(hub, '/api/v1/namespaces')) === 200 && lastUser(simulator, '/api/v1/namespaces') === 'system:node:rotated', 10_000, 'the rotated certificate in use')
+  t.pass('the next request goes with the new certificate')
+
+  simulator.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'after-rotation', namespace: 'default' }, data: {} })
+  await eventually(() => events.includes('after-rotation'), 10_000, 'an event on the watch opened before the rotation')
+  t.pass('the watch opened before the rotation is still delivering')
+  const watches = simulator.requests.filter(r => r.url.startsWith('/api/v1/namespaces/default/configmaps?watch=true'))
+  t.equal(watches.length, 1, 'and it was never re-opened')
+  watch.body.destroy()
+})
+
+t.test('a rotation caught half-written keeps the credentials in use', async t => {
+  const pki = await createTestPki()
+  const other = await createTestPki()
+  const simulator = await ApiServerSimulator.start({ tls: { key: pki.server.key, cert: pki.server.cert, ca: pki.ca.cert, requestCert: true } })
+  const dir = await tmp('outpost-halfway-')
+  const kubeconfig = await writeKubeconfig(dir, { server: simulator.url, ca: pki.ca.cert, cert: pki.client.cert, key: pki.client.key, inline: false })
+  const hub = await startHub(hubConfig([], { kubeconfig }), { logger: quietLogger(), timing: fast })
+  t.teardown(async () => {
+    await hub.close()
+    await simulator.close()
+  })
+  // the certificate is new, the key not yet: they do not belong together
+  await writeFile(path.join(dir, 'pki', 'client.crt'), other.client.cert)
+  await new Promise(resolve => setTimeout(resolve, 500))
+  t.equal(await get(hub, '/api/v1/namespaces'), 200, 'requests still authenticate')
+  t.equal(lastUser(simulator, '/api/v1/namespaces'), 'system:node:kind-worker2', 'with the certificate and key that match')
+})
+
+t.test('bootstrap: the client certificate comes by CSR, is stored 0600, used, and kept across restarts', async t => {
+  const pki = await createTestPki()
+  const bootstrapToken = 'abcdef.0123456789abcdef'
+  const simulator = await ApiServerSimulator.start({
+    tls: { key: pki.server.key, cert: pki.server.cert, ca: pki.ca.cert, requestCert: true },
+    tokens: [bootstrapToken],
+    signerCa: pki.ca,
+    autoApproveCsr: true,
+  })
+  t.teardown(() => simulator.close())
+  const bootstrapKubeconfig = await writeKubeconfig(await tmp('outpost-bootstrap-'), { server: simulator.url, ca: pki.ca.cert, token: bootstrapToken, inline: true })
+  const certDir = path.join(await tmp('outpost-certs-'), 'pki')
+  const config = hubConfig([], { bootstrapKubeconfig, certDir })
+
+  const hub = await startHub(config, { logger: quietLogger(), timing: fast })
+  const csrs = simulator.list('certificates.k8s.io/v1', 'CertificateSigningRequest')
+  t.equal(csrs.length, 1, 'one CSR')
+  t.match(csrs[0].spec, { signerName: 'kubernetes.io/kube-apiserver-client-kubelet', username: 'token:abcdef' }, 'made with the bootstrap token')
+  t.equal(await get(hub, '/api/v1/pods'), 200)
+  t.equal(lastUser(simulator, '/api/v1/pods'), 'system:node:kind-worker2', 'requests go as the node, with the issued certificate')
+  t.notOk(simulator.requests.filter(r => r.url.startsWith('/api/v1/pods')).some(r => r.headers.authorization), 'the bootstrap token is not used past the CSR')
+  const file = path.join(certDir, clientCertificateFile)
+  t.equal(await mode(certDir), 0o700, 'cert dir 0700')
+  t.equal(await mode(file), 0o600, 'certificate and key 0600')
+  t.match(certificateInfo(await readFile(file)).subject, /CN=system:node:kind-worker2/)
+  await hub.close()
+
+  const again = await startHub({ ...config, cacheDir: await tmp('outpost-cache-') }, { logger: quietLogger(), timing: fast })
+  t.teardown(() => again.close())
+  t.equal(simulator.list('certificates.k8s.io/v1', 'CertificateSigningRequest').length, 1, 'a restart uses the stored certificate: no second CSR')
+  t.equal(await get(again, '/api/v1/pods'), 200)
+  t.equal(lastUser(simulator, '/api/v1/pods'), 'system:node:kind-worker2')
+})
+
+t.test('serving certificate by CSR: readyz says what it waits for; once approved the HTTPS port serves a cluster-signed certificate', async t => {
+  const simulator = await ApiServerSimulator.start()
+  simulator.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: 'kind-worker2', labels: { 'apps.openyurt.io/nodepool': 'shanghai' } } })
+  const certDir = await tmp('outpost-serving-')
+  const hub = await startHub(hubConfig([simulator.url], { securePort: 0, servingCert: 'csr', certDir }), { logger: quietLogger(), timing: fast })
+  t.teardown(async () => {
+    await hub.close()
+    await simulator.close()
+  })
+  const readyz = async () => {
+    const res = await request(`${hub.adminUrl}/v1/readyz`)
+    return { status: res.statusCode, text: await res.body.text() }
+  }
+  const waiting = await eventually(async () => {
+    const r = await readyz()
+    return r.status === 503 && /CSR/.test(r.text) && r
+  }, 10_000, 'readyz naming the CSR')
+  t.match(waiting.text, /kubelet-serving/)
+
+  const csr = await eventually(() => simulator.list('certificates.k8s.io/v1', 'CertificateSigningRequest')[0], 10_000, 'the CSR')
+  t.match(csr.spec, { signerName: 'kubernetes.io/kubelet-serving' })
+  simulator.approveCsr(csr.metadata.name)
+  const url = new URL(await hub.secureUrl!)
+
+  const socket = tls.connect({ host: '127.0.0.1', port: Number(url.port), ca: simulator.signerCa.cert, servername: 'kubernetes.default.svc' })
+  await once(socket, 'secureConnect')
+  t.ok(socket.authorized, 'trusted by whoever trusts the cluster CA, under the name pods use')
+  socket.destroy()
+  t.equal((await readyz()).status, 200, 'ready once it serves')
+  t.equal(await mode(path.join(certDir, servingCertificateFile)), 0o600)
+})
