@@ -4,13 +4,14 @@ import { mkdtempSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { parseFlags, usage, UsageError } from './flags.ts'
+import { shutdownHandler } from './shutdown.ts'
 import { startHub } from '../lib/hub.ts'
 import type { Hub } from '../lib/hub.ts'
 import type { HubConfig } from '../lib/config.ts'
 
 const demoNode = 'kind-worker2'
 
-function demoBanner(proxyUrl: string): string {
+function demoBanner(proxyUrl: string, https?: { url: string; ca: string }): string {
   return [
     '',
     `outpost demo: apiserver simulator with a three-pool cluster, hub serving as node ${demoNode} on ${proxyUrl}`,
@@ -18,6 +19,8 @@ function demoBanner(proxyUrl: string): string {
     `  curl -s ${proxyUrl}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices`,
     `  kubectl --server ${proxyUrl} get endpointslices -A`,
     `  kubectl --server ${proxyUrl} get endpointslices -A -w`,
+    // the simulator takes any token; a real apiserver decides who the token is
+    ...(https ? [`  curl -s --cacert ${https.ca} -H "Authorization: Bearer demo" ${https.url}/api/v1/namespaces`] : []),
     '',
   ].join('\n')
 }
@@ -61,6 +64,7 @@ async function main(): Promise<void> {
       nodeName: given('--node-name', 'OUTPOST_NODE_NAME') ? config.nodeName : demoNode,
       // a newcomer's machine has no /var/lib/outpost; each demo run caches its own fresh cluster in a temp dir
       cacheDir: given('--cache-dir', 'OUTPOST_CACHE_DIR') ? config.cacheDir : mkdtempSync(path.join(os.tmpdir(), 'outpost-demo-cache-')),
+      certDir: given('--cert-dir', 'OUTPOST_CERT_DIR') ? config.certDir : mkdtempSync(path.join(os.tmpdir(), 'outpost-demo-pki-')),
     }
   }
 
@@ -75,17 +79,17 @@ async function main(): Promise<void> {
   closers.unshift(() => hub.close())
   // A stray rejected promise must not take the node's apiserver away: log it loudly, keep serving.
   process.on('unhandledRejection', reason => hub.log.error({ err: reason instanceof Error ? reason.stack : String(reason) }, 'unhandled rejection'))
-  if (demo) process.stdout.write(demoBanner(hub.proxyUrl))
-
-  let stopping = false
-  const stop = (signal: string) => {
-    if (stopping) process.exit(1) // a second signal: the operator wants out now
-    stopping = true
-    hub.log.info({ signal }, 'shutting down')
-    const deadline = setTimeout(() => process.exit(1), 10_000)
-    deadline.unref()
-    Promise.allSettled(closers.map(close => close())).then(() => process.exit(0))
+  if (demo) {
+    const https = hub.secureUrl ? { url: await hub.secureUrl, ca: path.join(config.certDir, 'ca.crt') } : undefined
+    process.stdout.write(demoBanner(hub.proxyUrl, https))
   }
+
+  const stop = shutdownHandler({
+    close: () => Promise.allSettled(closers.map(close => close())),
+    exit: code => process.exit(code),
+    log: signal => hub.log.info({ signal }, 'shutting down'),
+    deadlineMs: 10_000,
+  })
   process.on('SIGTERM', () => stop('SIGTERM'))
   process.on('SIGINT', () => stop('SIGINT'))
 }

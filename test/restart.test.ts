@@ -22,7 +22,7 @@ async function startHubProcess(server: string, cacheDir: string): Promise<{ url:
   const adminPort = await freePort()
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', entry, '--server', server, '--cache-dir', cacheDir, '--port', String(port), '--admin-port', String(adminPort),
+    ['--import', 'tsx', entry, '--server', server, '--cache-dir', cacheDir, '--port', String(port), '--admin-port', String(adminPort), '--secure-port', '0',
       '--node-name', 'kind-worker2', '--log-level', 'warn', '--health-interval', '200ms', '--health-failures', '2', '--health-successes', '1'],
     { stdio: ['ignore', 'ignore', 'inherit'] },
   )

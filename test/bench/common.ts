@@ -114,7 +114,7 @@ export async function startHubProcess(
   const adminPort = await freePort()
   const start = performance.now()
   const entry = new URL('../../cmd/outpost.ts', import.meta.url).pathname
-  const child = spawn(process.execPath, ['--import', 'tsx', entry, '--port', String(port), '--admin-port', String(adminPort), '--log-level', process.env.BENCH_DEBUG ? 'debug' : 'warn', ...args], {
+  const child = spawn(process.execPath, ['--import', 'tsx', entry, '--port', String(port), '--admin-port', String(adminPort), '--secure-port', String(await freePort()), '--log-level', process.env.BENCH_DEBUG ? 'debug' : 'warn', ...args], {
     stdio: process.env.BENCH_DEBUG ? 'inherit' : 'ignore',
   })
   const stop = async () => {
