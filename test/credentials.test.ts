@@ -137,9 +137,9 @@ t.test('serving certificate by CSR: readyz says what it waits for; once approved
   }
   const waiting = await eventually(async () => {
     const r = await readyz()
-    return r.status === 503 && /CSR/.test(r.text) && r
+    return r.status === 503 && /CSR/.test(r.text) ? r.text : ''
   }, 10_000, 'readyz naming the CSR')
-  t.match(waiting.text, /kubelet-serving/)
+  t.match(waiting, /kubelet-serving/)
 
   const csr = await eventually(() => simulator.list('certificates.k8s.io/v1', 'CertificateSigningRequest')[0], 10_000, 'the CSR')
   t.match(csr.spec, { signerName: 'kubernetes.io/kubelet-serving' })
