@@ -2,6 +2,7 @@
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { Agent, request } from 'undici'
+import type { Dispatcher } from 'undici'
 import type { ApiServerSimulator } from '../simulator/index.ts'
 import { freePort } from '../helpers/hub.ts'
 
@@ -22,11 +23,11 @@ export function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]
 }
 
-export async function getLatencies(base: string, path: string, count: number): Promise<number[]> {
+export async function getLatencies(base: string, path: string, count: number, dispatcher: Dispatcher = agent, headers: Record<string, string> = {}): Promise<number[]> {
   const times: number[] = []
   for (let i = 0; i < count; i++) {
     const start = performance.now()
-    const res = await request(base + path, { dispatcher: agent })
+    const res = await request(base + path, { dispatcher, headers })
     await res.body.dump()
     times.push(performance.now() - start)
   }
@@ -109,12 +110,13 @@ export async function startHubProcess(
   args: string[],
   readyPath = '/apis/discovery.k8s.io/v1/endpointslices',
   headers: Record<string, string> = {},
-): Promise<{ url: string; startMs: number; stop: () => Promise<void> }> {
+): Promise<{ url: string; secureUrl: string; startMs: number; stop: () => Promise<void> }> {
   const port = await freePort()
   const adminPort = await freePort()
+  const securePort = await freePort()
   const start = performance.now()
   const entry = new URL('../../cmd/outpost.ts', import.meta.url).pathname
-  const child = spawn(process.execPath, ['--import', 'tsx', entry, '--port', String(port), '--admin-port', String(adminPort), '--secure-port', String(await freePort()), '--log-level', process.env.BENCH_DEBUG ? 'debug' : 'warn', ...args], {
+  const child = spawn(process.execPath, ['--import', 'tsx', entry, '--port', String(port), '--admin-port', String(adminPort), '--secure-port', String(securePort), '--log-level', process.env.BENCH_DEBUG ? 'debug' : 'warn', ...args], {
     stdio: process.env.BENCH_DEBUG ? 'inherit' : 'ignore',
   })
   const stop = async () => {
@@ -126,7 +128,7 @@ export async function startHubProcess(
     try {
       const res = await request(url + readyPath, { headers })
       await res.body.dump()
-      if (res.statusCode === 200) return { url, startMs: performance.now() - start, stop }
+      if (res.statusCode === 200) return { url, secureUrl: `https://127.0.0.1:${securePort}`, startMs: performance.now() - start, stop }
     } catch {
       // not listening yet
     }

@@ -1,6 +1,7 @@
 // npm run bench: the hub measured side by side with direct access to the simulator, in one run.
 // Prints absolute figures and the hub/baseline ratio for each; nothing here asserts a threshold.
-import { mkdtempSync } from 'node:fs'
+import { mkdtempSync, readFileSync } from 'node:fs'
+import { Agent } from 'undici'
 import os from 'node:os'
 import path from 'node:path'
 import { ApiServerSimulator } from '../simulator/index.ts'
@@ -11,7 +12,8 @@ import { topologyRows } from './topology.ts'
 async function main(): Promise<void> {
   const simulator = await ApiServerSimulator.start()
   const cacheDir = mkdtempSync(path.join(os.tmpdir(), 'outpost-bench-'))
-  const hubArgs = ['--server', simulator.url, '--cache-dir', cacheDir, '--health-interval', '200ms', '--health-failures', '2']
+  const certDir = mkdtempSync(path.join(os.tmpdir(), 'outpost-bench-pki-'))
+  const hubArgs = ['--server', simulator.url, '--cache-dir', cacheDir, '--cert-dir', certDir, '--health-interval', '200ms', '--health-failures', '2']
   const hub = await startHubProcess(hubArgs)
   simulator.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'bench' } })
   simulator.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'one', namespace: 'default' }, data: { a: 'b' } })
@@ -34,6 +36,15 @@ async function main(): Promise<void> {
   const viaHub = await getLatencies(targets.hub, getPath, 2000)
   rows.push({ name: 'GET one object, p50', direct: percentile(direct, 50), hub: percentile(viaHub, 50), unit: 'ms', higherIsBetter: false })
   rows.push({ name: 'GET one object, p99', direct: percentile(direct, 99), hub: percentile(viaHub, 99), unit: 'ms', higherIsBetter: false })
+  // The HTTPS port against the plain one, same hub: what TLS and the token check add.
+  const tlsAgent = new Agent({ connections: 64, keepAliveTimeout: 30_000, connect: { ca: readFileSync(path.join(certDir, 'ca.crt')) } })
+  const token = { authorization: 'Bearer bench-token' }
+  await getLatencies(targets.hub, getPath, 200, agent, token) // the token path has pools of its own: warm both
+  await getLatencies(hub.secureUrl, getPath, 200, tlsAgent, token)
+  const plain = await getLatencies(targets.hub, getPath, 2000, agent, token)
+  const secure = await getLatencies(hub.secureUrl, getPath, 2000, tlsAgent, token)
+  await tlsAgent.close()
+  rows.push({ name: 'GET p50: hub plain port vs HTTPS port', direct: percentile(plain, 50), hub: percentile(secure, 50), unit: 'ms', higherIsBetter: false })
   rows.push({
     name: 'GET, 32 concurrent clients',
     direct: await concurrentThroughput(targets.direct, getPath, 10_000, 32),
