@@ -11,7 +11,7 @@ import { request } from 'undici'
 import { ApiServerSimulator } from './simulator/index.ts'
 import { startHub } from '../lib/hub.ts'
 import type { Hub } from '../lib/hub.ts'
-import { eventually, hubConfig, quietLogger } from './helpers/hub.ts'
+import { capturingLogger, eventually, hubConfig, quietLogger } from './helpers/hub.ts'
 import { createTestPki, writeKubeconfig } from './helpers/pki.ts'
 import { createCertificateRequest } from '../certs/csr.ts'
 import { nodeClientCertificate, requestCertificate } from '../certs/signing-request.ts'
@@ -102,7 +102,8 @@ t.test('bootstrap: the client certificate comes by CSR, is stored 0600, used, an
   const certDir = path.join(await tmp('outpost-certs-'), 'pki')
   const config = hubConfig([], { bootstrapKubeconfig, certDir })
 
-  const hub = await startHub(config, { logger: quietLogger(), timing: fast })
+  const captured = capturingLogger()
+  const hub = await startHub(config, { logger: captured.logger, timing: fast })
   const csrs = simulator.list('certificates.k8s.io/v1', 'CertificateSigningRequest')
   t.equal(csrs.length, 1, 'one CSR')
   t.match(csrs[0].spec, { signerName: 'kubernetes.io/kube-apiserver-client-kubelet', username: 'token:abcdef' }, 'made with the bootstrap token')
@@ -112,8 +113,14 @@ t.test('bootstrap: the client certificate comes by CSR, is stored 0600, used, an
   const file = path.join(certDir, clientCertificateFile)
   t.equal(await mode(certDir), 0o700, 'cert dir 0700')
   t.equal(await mode(file), 0o600, 'certificate and key 0600')
-  t.match(certificateInfo(await readFile(file)).subject, /CN=system:node:kind-worker2/)
+  const stored = await readFile(file, 'utf8')
+  t.match(certificateInfo(stored).subject, /CN=system:node:kind-worker2/)
   await hub.close()
+  const logged = captured.text()
+  t.match(logged, /node client certificate issued/, 'the bootstrap is logged')
+  t.notOk(logged.includes(bootstrapToken) || logged.includes(bootstrapToken.split('.')[1]), 'but never the bootstrap token')
+  const pemLines = stored.split('\n').filter(l => l.length > 40 && !l.startsWith('-----'))
+  t.notOk(pemLines.some(l => logged.includes(l)), 'nor the certificate or its key')
 
   const again = await startHub({ ...config, cacheDir: await tmp('outpost-cache-') }, { logger: quietLogger(), timing: fast })
   t.teardown(() => again.close())

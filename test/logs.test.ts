@@ -1,15 +1,13 @@
 // What an operator reads in the logs: one JSON line per request at debug, state changes at info, and
 // never a bearer token, a certificate or key, or a Secret's data, whatever the traffic.
 import t from 'tap'
-import { Writable } from 'node:stream'
 import { mkdtemp } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import { pino } from 'pino'
 import { request } from 'undici'
 import { startDemoCluster } from './simulator/demo.ts'
 import { startHub } from '../lib/hub.ts'
-import { eventually, hubConfig } from './helpers/hub.ts'
+import { capturingLogger, eventually, hubConfig } from './helpers/hub.ts'
 import { createTestPki, writeKubeconfig } from './helpers/pki.ts'
 
 /** The PEM body lines of a certificate or key: any one of them in a log is a leak. */
@@ -31,14 +29,8 @@ t.test('logs: a line per request, state changes at info, and no credentials or S
     inline: false,
   })
 
-  let text = ''
-  const sink = new Writable({
-    write(chunk, _encoding, done) {
-      text += chunk.toString()
-      done()
-    },
-  })
-  const hub = await startHub(hubConfig([], { kubeconfig }), { logger: pino({ level: 'debug' }, sink) })
+  const captured = capturingLogger()
+  const hub = await startHub(hubConfig([], { kubeconfig }), { logger: captured.logger })
   t.teardown(async () => {
     await hub.close()
     await simulator.close()
@@ -71,6 +63,7 @@ t.test('logs: a line per request, state changes at info, and no credentials or S
   await eventually(() => hub.health.state === 'online', 10_000, 'online')
   await hub.close()
 
+  const text = captured.text()
   const lines = text.trim().split('\n').map(line => JSON.parse(line))
   t.ok(lines.length > 0 && lines.every(l => typeof l.level === 'number' && typeof l.msg === 'string'), 'every line is JSON with a level and a message')
   const requestLines = lines.filter(l => l.msg === 'request')

@@ -1,5 +1,7 @@
 // Test harness: an apiserver simulator with the hub in front of it, both on real loopback sockets.
 import { pino } from 'pino'
+import type { Logger } from 'pino'
+import { Writable } from 'node:stream'
 import { once } from 'node:events'
 import net from 'node:net'
 import { mkdtempSync } from 'node:fs'
@@ -43,6 +45,18 @@ export function hubConfig(servers: string[], overrides: Partial<HubConfig> = {})
 }
 
 export const quietLogger = () => pino({ level: process.env.OUTPOST_TEST_LOG ?? 'silent' })
+
+/** A debug-level logger whose JSON lines the test reads back, to audit what the hub logs. */
+export function capturingLogger(): { logger: Logger; text(): string } {
+  let text = ''
+  const sink = new Writable({
+    write(chunk, _encoding, done) {
+      text += chunk.toString()
+      done()
+    },
+  })
+  return { logger: pino({ level: 'debug' }, sink), text: () => text }
+}
 
 export async function startHarness(
   options: { demo?: boolean; simulator?: SimulatorOptions; config?: Partial<HubConfig> } = {},
