@@ -39,7 +39,15 @@ export function createProxyServer(options: ProxyServerOptions) {
     ...(options.https
       ? {
           // a client certificate is asked for, never required: tokens work without one
-          https: { ...serverOptions, ...tlsContextOptions(options.https), requestCert: options.https.clientCa !== undefined, rejectUnauthorized: false },
+          https: {
+            ...serverOptions,
+            ...tlsContextOptions(options.https),
+            requestCert: options.https.clientCa !== undefined,
+            rejectUnauthorized: false,
+            // headersTimeout only starts once TLS is up: without this, a client that opens the
+            // connection and never finishes the handshake holds it for Node's default 120 s
+            handshakeTimeout: options.headerTimeoutMs,
+          },
         }
       : { http: serverOptions }),
     // one debug line per request comes from forward(), with what fastify cannot know (component, verb)
@@ -54,6 +62,13 @@ export function createProxyServer(options: ProxyServerOptions) {
     exposeHeadRoutes: false,
     // Bytes that are not HTTP at all: a Status, like every other error, then the connection closes.
     clientErrorHandler: (error: NodeJS.ErrnoException, socket) => {
+      // A TLS handshake that failed or timed out (Node hands tlsClientError on as clientError) has
+      // no channel to answer on: an HTTP answer written into it never flushes, so destroySoon()
+      // would wait forever and the socket would stay open for as long as the client likes.
+      if (/^ERR_(SSL|TLS)_/.test(error.code ?? '')) {
+        socket.destroy()
+        return
+      }
       const timedOut = error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       const status = timedOut
         ? failure(408, `request headers not received within ${options.headerTimeoutMs} ms`, 'Timeout')
