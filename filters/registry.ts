@@ -18,6 +18,8 @@ export interface TopologyProvider {
 }
 
 export interface FilterStats {
+  /** each body, watch frame or object the filter ran on */
+  onInvoked?(kind: EndpointsKind): void
   /** objects the filter changed, endpoints it dropped */
   onFiltered?(changed: number, dropped: number): void
 }
@@ -90,6 +92,7 @@ export class FilterRegistry {
       return result
     }
     const guard = <T>(original: T, run: () => T): T => {
+      this.stats.onInvoked?.(kind)
       try {
         return run()
       } catch (error) {

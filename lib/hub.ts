@@ -122,6 +122,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     log,
   })
   const filters = new FilterRegistry(topology, config.topologyComponents, log, {
+    onInvoked: kind => metrics.filterInvocations.inc({ kind }),
     onFiltered: (changed, dropped) => {
       metrics.filteredObjects.inc(changed)
       metrics.droppedEndpoints.inc(dropped)

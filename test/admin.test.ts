@@ -68,6 +68,7 @@ t.test('metrics change with traffic', async t => {
   t.match(during, /outpost_cache_bytes\{component="kube-proxy",resource="endpointslices.v1.discovery.k8s.io"\} [1-9]\d+/)
   t.match(during, /outpost_upstream_up\{server="http:\/\/127.0.0.1:\d+"\} 1/)
   t.match(during, /outpost_filter_dropped_endpoints_total [1-9]/, 'the topology filter dropped endpoints for kube-proxy')
+  t.match(during, /outpost_filter_invocations_total\{kind="EndpointSlice"\} [1-9]/, 'and ran on its list')
   t.match(during, /outpost_cloud_online 1/)
 
   watch.body.destroy()
