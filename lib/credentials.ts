@@ -176,21 +176,24 @@ export class NodeCredentials {
   }
 
   private scheduleRenewal(use: (credentials: UpstreamCredentials) => void, api: ApiCaller): void {
+    let failed = false
     const renew = async () => {
       if (!this.current.cert || Date.now() < renewalTime(certificateInfo(this.current.cert)).getTime()) return
       try {
         const issued = await this.requestClientCertificate(api)
         this.current = { ...this.current, ...issued }
+        failed = false
         use(this.current)
       } catch (error) {
+        failed = true
         this.problem(`renewing the node client certificate failed, will retry: ${(error as Error).message}`)
       }
     }
-    // due (or failed): retry every 30 s; else sleep until due
+    // sleep until due; due now: at once, and every 30 s after a failure
     const delay = () => {
       if (!this.current.cert) return maxTimerMs
       const ms = renewalTime(certificateInfo(this.current.cert)).getTime() - Date.now()
-      return ms > 0 ? ms : 30_000
+      return ms > 0 ? ms : failed ? 30_000 : 0
     }
     const loop = () => {
       if (this.abort.signal.aborted) return

@@ -54,6 +54,7 @@ export class ServingCertificates {
   private readonly abort = new AbortController()
   /** what the HTTPS port waits for, for /v1/readyz */
   pending = ''
+  private failed = false
 
   constructor(private readonly options: ServingOptions) {}
 
@@ -79,13 +80,17 @@ export class ServingCertificates {
       this.timer = setTimeout(() => {
         void this.obtain(false)
           .then(next => {
+            this.failed = false
             if (next && next !== this.current) {
               this.current = next
               this.options.log.info({ source: this.source, subject: next.info.subject, notAfter: next.info.notAfter.toISOString() }, 'serving certificate renewed')
               use(next)
             }
           })
-          .catch(error => this.options.log.warn({ source: this.source, err: (error as Error).message }, 'serving certificate renewal failed, will retry'))
+          .catch(error => {
+            this.failed = true
+            this.options.log.warn({ source: this.source, err: (error as Error).message }, 'serving certificate renewal failed, will retry')
+          })
           .finally(loop)
       }, this.delay())
       this.timer.unref()
@@ -101,8 +106,9 @@ export class ServingCertificates {
   private delay(): number {
     if (this.source === 'files') return this.options.reloadIntervalMs ?? 5000
     if (!this.current) return retryMs
+    // due already (a stored certificate past 80 %): at once; after a failure, every 30 s
     const ms = renewalTime(this.current.info).getTime() - Date.now()
-    return Math.min(ms > 0 ? ms : retryMs, maxTimerMs)
+    return Math.min(ms > 0 ? ms : this.failed ? retryMs : 0, maxTimerMs)
   }
 
   /** The current material, a new one when due (or changed on disk), or at start whatever is usable. */

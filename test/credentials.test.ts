@@ -16,6 +16,9 @@ import { createTestPki, writeKubeconfig } from './helpers/pki.ts'
 import { createCertificateRequest } from '../certs/csr.ts'
 import { nodeClientCertificate, requestCertificate } from '../certs/signing-request.ts'
 import { certificateInfo } from '../certs/pem.ts'
+import { issueCertificate } from '../certs/authority.ts'
+import { generateKeyPair, privateKeyPem } from '../certs/keys.ts'
+import * as x509 from '@peculiar/x509'
 import { clientCertificateFile } from '../lib/credentials.ts'
 import { servingCertificateFile } from '../lib/serving.ts'
 
@@ -159,4 +162,43 @@ t.test('serving certificate by CSR: readyz says what it waits for; once approved
   socket.destroy()
   t.equal((await readyz()).status, 200, 'ready once it serves')
   t.equal(await mode(path.join(certDir, servingCertificateFile)), 0o600)
+})
+
+t.test('bootstrap: a stored client certificate past 80 % of its life is renewed by CSR as the node, and used', async t => {
+  const pki = await createTestPki()
+  const simulator = await ApiServerSimulator.start({
+    tls: { key: pki.server.key, cert: pki.server.cert, ca: pki.ca.cert, requestCert: true },
+    tokens: ['abcdef.0123456789abcdef'],
+    signerCa: pki.ca,
+    autoApproveCsr: true,
+  })
+  t.teardown(() => simulator.close())
+  const bootstrapKubeconfig = await writeKubeconfig(await tmp('outpost-bootstrap-'), { server: simulator.url, ca: pki.ca.cert, token: 'abcdef.0123456789abcdef', inline: true })
+  const certDir = await tmp('outpost-certs-')
+  // nine days into a ten-day certificate: still valid, due for renewal
+  const keys = await generateKeyPair()
+  const day = 24 * 60 * 60 * 1000
+  const old = await issueCertificate(pki.ca, {
+    subject: new x509.Name([{ O: ['system:nodes'] }, { CN: ['system:node:kind-worker2'] }]),
+    publicKey: keys.publicKey,
+    notBefore: new Date(Date.now() - 9 * day),
+    notAfter: new Date(Date.now() + day),
+    keyUsages: x509.KeyUsageFlags.digitalSignature,
+    extendedKeyUsages: [x509.ExtendedKeyUsage.clientAuth],
+  })
+  const file = path.join(certDir, clientCertificateFile)
+  await writeFile(file, old + (await privateKeyPem(keys.privateKey)), { mode: 0o600 })
+
+  const hub = await startHub(hubConfig([], { bootstrapKubeconfig, certDir }), { logger: quietLogger(), timing: fast })
+  t.teardown(() => hub.close())
+  const csr = await eventually(() => simulator.list('certificates.k8s.io/v1', 'CertificateSigningRequest')[0], 10_000, 'a renewal CSR')
+  t.equal(csr.spec.username, 'system:node:kind-worker2', 'asked for as the node, with the certificate being renewed')
+  const renewed = await eventually(async () => {
+    const pem = await readFile(file, 'utf8')
+    return pem.startsWith(old) ? '' : pem
+  }, 10_000, 'the new certificate stored')
+  // (the test CA lives a day, which caps the new certificate's end; its start shows it is new)
+  t.ok(certificateInfo(renewed).notBefore.getTime() > Date.now() - day, 'a certificate issued now')
+  t.equal(await get(hub, '/api/v1/pods'), 200, 'requests go on with the new certificate')
+  t.equal(lastUser(simulator, '/api/v1/pods'), 'system:node:kind-worker2')
 })
