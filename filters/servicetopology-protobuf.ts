@@ -176,9 +176,7 @@ function planSlice(beta: boolean, src: Buffer, start: number, end: number, input
   const annotation = input.annotationOf(meta.namespace, meta.service)
   if (annotation === undefined) return undefined
 
-  const places: EndpointPlace[] = []
-  for (let i = 0; i < spans.length; i += 3) places.push(slicePlace(beta, src, spans[i + 1], spans[i + 2]))
-  const keep = decide(input, meta.namespace, meta.service, annotation, places)
+  const keep = decide(input, meta.namespace, meta.service, annotation, slicePlaces(beta, src, spans))
   if (!keep) return undefined
 
   let dropped = 0
@@ -195,6 +193,13 @@ function planSlice(beta: boolean, src: Buffer, start: number, end: number, input
       edit.copy(cursor, end)
     },
   }
+}
+
+/** The places of a slice's endpoints, from metaAndRepeated's spans. */
+function slicePlaces(beta: boolean, src: Buffer, spans: number[]): EndpointPlace[] {
+  const places: EndpointPlace[] = []
+  for (let i = 0; i < spans.length; i += 3) places.push(slicePlace(beta, src, spans[i + 1], spans[i + 2]))
+  return places
 }
 
 function slicePlace(beta: boolean, src: Buffer, start: number, end: number): EndpointPlace {
@@ -399,10 +404,7 @@ export function filterEndpointsRaw(apiVersion: string, kind: string, raw: Buffer
 /** Where a raw EndpointSlice's endpoints are (for /debug/topology); undefined for anything else. */
 export function slicePlacesRaw(apiVersion: string, raw: Buffer): EndpointPlace[] | undefined {
   if (apiVersion !== sliceV1 && apiVersion !== sliceV1beta1) return undefined
-  const { spans } = metaAndRepeated(raw, 0, raw.length, false, false)
-  const places: EndpointPlace[] = []
-  for (let i = 0; i < spans.length; i += 3) places.push(slicePlace(apiVersion === sliceV1beta1, raw, spans[i + 1], spans[i + 2]))
-  return places
+  return slicePlaces(apiVersion === sliceV1beta1, raw, metaAndRepeated(raw, 0, raw.length, false, false).spans)
 }
 
 /** A whole protobuf body (k8s\0 + Unknown): a single object or a *List of them; the same Buffer when nothing changed. */
