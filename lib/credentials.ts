@@ -5,58 +5,30 @@
 // - from --bootstrap-kubeconfig: a client certificate got by CSR with the bootstrap token, kept in
 //   --cert-dir, and renewed by CSR with the node's own identity at 80 % of its lifetime.
 // Never logs a credential: subjects and expiry dates only.
-import { X509Certificate, createHash, createPrivateKey } from 'node:crypto'
-import { readFile } from 'node:fs/promises'
+import { createHash } from 'node:crypto'
 import path from 'node:path'
 import type { Logger } from 'pino'
 import { loadKubeconfig } from './kubeconfig.ts'
 import type { UpstreamCredentials } from './kubeconfig.ts'
 import type { HubConfig } from './config.ts'
-import { createCertificateRequest } from '../certs/csr.ts'
-import { certificateInfo, renewalTime, writePemFile } from '../certs/pem.ts'
-import { nodeClientCertificate, requestCertificate } from '../certs/signing-request.ts'
+import { certificateInfo, renewalTime } from '../certs/pem.ts'
+import { nodeClientCertificate } from '../certs/signing-request.ts'
 import type { ApiCaller } from '../certs/signing-request.ts'
+import { certificateMatchesKey, readCertificateAndKey, renewalDelay, repeat, requestNodeCertificate } from './node-certificates.ts'
 
 /** The bootstrapped client certificate and its key, one PEM file, as kubelet keeps its own. */
 export const clientCertificateFile = 'outpost-client-current.pem'
 
-// setTimeout holds at most ~24.8 days; a renewal further away is re-checked at least this often.
-const maxTimerMs = 60 * 60 * 1000
-
-export function fingerprint(credentials: UpstreamCredentials): string {
+function fingerprint(credentials: UpstreamCredentials): string {
   const hash = createHash('sha256')
   for (const part of [credentials.ca, credentials.cert, credentials.key, credentials.token]) hash.update(part ?? '').update('\0')
   return hash.digest('hex')
-}
-
-/** Whether a certificate and key belong together; a rotation caught half-written does not. */
-export function certificateMatchesKey(cert: Buffer, key: Buffer): boolean {
-  try {
-    return new X509Certificate(cert).checkPrivateKey(createPrivateKey(key))
-  } catch {
-    return false
-  }
 }
 
 function describeCertificate(cert: Buffer | undefined): Record<string, string> {
   if (!cert) return {}
   const info = certificateInfo(cert)
   return { subject: info.subject, notAfter: info.notAfter.toISOString() }
-}
-
-/** A PEM file with the certificate (chain) and its key → the two parts, or undefined when unusable. */
-export async function readCertificateAndKey(file: string, now: Date): Promise<{ cert: Buffer; key: Buffer } | undefined> {
-  let pem: string
-  try {
-    pem = await readFile(file, 'utf8')
-  } catch {
-    return undefined
-  }
-  const blocks = pem.match(/-----BEGIN ([A-Z ]+)-----[\s\S]+?-----END \1-----\n?/g) ?? []
-  const cert = Buffer.from(blocks.filter(b => b.includes('BEGIN CERTIFICATE')).join(''))
-  const key = Buffer.from(blocks.filter(b => /BEGIN [A-Z ]*PRIVATE KEY/.test(b)).join(''))
-  if (cert.length === 0 || key.length === 0 || !certificateMatchesKey(cert, key)) return undefined
-  return certificateInfo(cert).notAfter > now ? { cert, key } : undefined
 }
 
 export interface NodeCredentialsOptions {
@@ -73,7 +45,6 @@ export interface NodeCredentialsOptions {
  * and the function that takes new credentials into use.
  */
 export class NodeCredentials {
-  private timer: NodeJS.Timeout | undefined
   private readonly abort = new AbortController()
   private current: UpstreamCredentials = {}
   private lastProblem = ''
@@ -99,19 +70,18 @@ export class NodeCredentials {
     }
     const source = new NodeCredentials(options, 'bootstrap')
     const bootstrap = await loadKubeconfig(config.bootstrapKubeconfig)
-    const stored = await readCertificateAndKey(source.certificateFile, new Date())
-    if (stored) {
-      log.info({ file: source.certificateFile, ...describeCertificate(stored.cert) }, 'node client certificate loaded')
-      source.current = { server: bootstrap.server, ca: bootstrap.ca, insecureSkipTLSVerify: bootstrap.insecureSkipTLSVerify, ...stored }
-      return { source, credentials: source.current }
+    let pair = await readCertificateAndKey(source.certificateFile, new Date())
+    if (pair) {
+      log.info({ file: source.certificateFile, ...describeCertificate(pair.cert) }, 'node client certificate loaded')
+    } else {
+      const client = bootstrapApi(bootstrap)
+      try {
+        pair = await source.requestClientCertificate(client.api)
+      } finally {
+        await client.close()
+      }
     }
-    const client = bootstrapApi(bootstrap)
-    try {
-      const issued = await source.requestClientCertificate(client.api)
-      source.current = { server: bootstrap.server, ca: bootstrap.ca, insecureSkipTLSVerify: bootstrap.insecureSkipTLSVerify, ...issued }
-    } finally {
-      await client.close()
-    }
+    source.current = { server: bootstrap.server, ca: bootstrap.ca, insecureSkipTLSVerify: bootstrap.insecureSkipTLSVerify, ...pair }
     return { source, credentials: source.current }
   }
 
@@ -121,38 +91,43 @@ export class NodeCredentials {
 
   private async requestClientCertificate(api: ApiCaller): Promise<{ cert: Buffer; key: Buffer }> {
     const { nodeName } = this.options.config
-    const { csr, key } = await createCertificateRequest({ commonName: `system:node:${nodeName}`, organizations: ['system:nodes'] })
     this.options.log.info({ signer: nodeClientCertificate.signerName, node: nodeName }, 'requesting the node client certificate (CSR), waiting for it to be issued')
-    const cert = await requestCertificate(api, {
-      csr,
-      ...nodeClientCertificate,
+    const pair = await requestNodeCertificate(api, {
+      nodeName,
+      profile: nodeClientCertificate,
       namePrefix: 'outpost-client-',
+      file: this.certificateFile,
       pollIntervalMs: this.options.csrPollIntervalMs ?? 2000,
       signal: this.abort.signal,
     })
-    await writePemFile(this.certificateFile, `${cert.endsWith('\n') ? cert : `${cert}\n`}${key}`, 0o600)
-    this.options.log.info({ file: this.certificateFile, ...describeCertificate(Buffer.from(cert)) }, 'node client certificate issued')
-    return { cert: Buffer.from(cert), key: Buffer.from(key) }
+    this.options.log.info({ file: this.certificateFile, ...describeCertificate(pair.cert) }, 'node client certificate issued')
+    return pair
   }
 
   /** Keeps the credentials current: `use` takes new ones; `api` reaches the apiserver as the node. */
   start(use: (credentials: UpstreamCredentials) => void, api: ApiCaller): void {
-    if (this.mode === 'kubeconfig') this.schedule(() => this.reload(use), this.options.reloadIntervalMs ?? 5000)
-    if (this.mode === 'bootstrap') this.scheduleRenewal(use, api)
+    const signal = this.abort.signal
+    if (this.mode === 'kubeconfig') repeat(signal, () => this.options.reloadIntervalMs ?? 5000, () => this.reload(use))
+    if (this.mode === 'bootstrap') {
+      let failed = false
+      const certificate = () => (this.current.cert ? certificateInfo(this.current.cert) : undefined)
+      repeat(signal, () => renewalDelay(certificate(), failed), async () => {
+        const info = certificate()
+        if (!info || Date.now() < renewalTime(info).getTime()) return
+        try {
+          this.current = { ...this.current, ...(await this.requestClientCertificate(api)) }
+          failed = false
+          use(this.current)
+        } catch (error) {
+          failed = true
+          this.problem(`renewing the node client certificate failed, will retry: ${(error as Error).message}`)
+        }
+      })
+    }
   }
 
   stop(): void {
-    if (this.timer) clearTimeout(this.timer)
-    this.timer = undefined
     this.abort.abort(new Error('hub stopping'))
-  }
-
-  private schedule(run: () => Promise<void>, delayMs: number): void {
-    if (this.abort.signal.aborted) return
-    this.timer = setTimeout(() => {
-      void run().finally(() => this.schedule(run, delayMs))
-    }, Math.min(delayMs, maxTimerMs))
-    this.timer.unref()
   }
 
   private async reload(use: (credentials: UpstreamCredentials) => void): Promise<void> {
@@ -173,34 +148,6 @@ export class NodeCredentials {
     this.lastProblem = ''
     this.options.log.info({ kubeconfig: file, ...describeCertificate(next.cert) }, 'node credentials changed on disk; new requests use them')
     use(next)
-  }
-
-  private scheduleRenewal(use: (credentials: UpstreamCredentials) => void, api: ApiCaller): void {
-    let failed = false
-    const renew = async () => {
-      if (!this.current.cert || Date.now() < renewalTime(certificateInfo(this.current.cert)).getTime()) return
-      try {
-        const issued = await this.requestClientCertificate(api)
-        this.current = { ...this.current, ...issued }
-        failed = false
-        use(this.current)
-      } catch (error) {
-        failed = true
-        this.problem(`renewing the node client certificate failed, will retry: ${(error as Error).message}`)
-      }
-    }
-    // sleep until due; due now: at once, and every 30 s after a failure
-    const delay = () => {
-      if (!this.current.cert) return maxTimerMs
-      const ms = renewalTime(certificateInfo(this.current.cert)).getTime() - Date.now()
-      return ms > 0 ? ms : failed ? 30_000 : 0
-    }
-    const loop = () => {
-      if (this.abort.signal.aborted) return
-      this.timer = setTimeout(() => void renew().finally(loop), Math.min(delay(), maxTimerMs))
-      this.timer.unref()
-    }
-    loop()
   }
 
   private problem(message: string): void {

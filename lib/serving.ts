@@ -8,12 +8,11 @@ import path from 'node:path'
 import { readFile } from 'node:fs/promises'
 import type { Logger } from 'pino'
 import type { HubConfig } from './config.ts'
-import { certificateMatchesKey, readCertificateAndKey } from './credentials.ts'
-import { createCertificateRequest } from '../certs/csr.ts'
-import { certificateInfo, renewalTime, writePemFile } from '../certs/pem.ts'
+import { certificateMatchesKey, readCertificateAndKey, renewalDelay, repeat, requestNodeCertificate } from './node-certificates.ts'
+import { certificateInfo, renewalTime } from '../certs/pem.ts'
 import type { CertificateInfo } from '../certs/pem.ts'
 import { ensureSelfSignedServing } from '../certs/selfsigned.ts'
-import { nodeServingCertificate, requestCertificate } from '../certs/signing-request.ts'
+import { nodeServingCertificate } from '../certs/signing-request.ts'
 import type { ApiCaller } from '../certs/signing-request.ts'
 
 export interface ServingMaterial {
@@ -26,9 +25,6 @@ export interface ServingMaterial {
 export const kubernetesNames = ['kubernetes', 'kubernetes.default', 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local']
 
 export const servingCertificateFile = 'outpost-serving-current.pem'
-
-const retryMs = 30_000
-const maxTimerMs = 60 * 60 * 1000
 
 /** This host's addresses, for the IP SANs when --node-ip is not given. */
 function hostAddresses(): string[] {
@@ -50,7 +46,6 @@ export interface ServingOptions {
 
 export class ServingCertificates {
   private current: ServingMaterial | undefined
-  private timer: NodeJS.Timeout | undefined
   private readonly abort = new AbortController()
   /** what the HTTPS port waits for, for /v1/readyz */
   pending = ''
@@ -75,40 +70,24 @@ export class ServingCertificates {
 
   /** Renewals (or file changes) from now on go to `use`. */
   start(use: (material: ServingMaterial) => void): void {
-    const loop = () => {
-      if (this.abort.signal.aborted) return
-      this.timer = setTimeout(() => {
-        void this.obtain(false)
-          .then(next => {
-            this.failed = false
-            if (next && next !== this.current) {
-              this.current = next
-              this.options.log.info({ source: this.source, subject: next.info.subject, notAfter: next.info.notAfter.toISOString() }, 'serving certificate renewed')
-              use(next)
-            }
-          })
-          .catch(error => {
-            this.failed = true
-            this.options.log.warn({ source: this.source, err: (error as Error).message }, 'serving certificate renewal failed, will retry')
-          })
-          .finally(loop)
-      }, this.delay())
-      this.timer.unref()
-    }
-    loop()
+    const delay = () => (this.source === 'files' ? (this.options.reloadIntervalMs ?? 5000) : renewalDelay(this.current?.info, this.failed))
+    repeat(this.abort.signal, delay, async () => {
+      try {
+        const next = await this.obtain(false)
+        this.failed = false
+        if (next === this.current) return
+        this.current = next
+        this.options.log.info({ source: this.source, subject: next.info.subject, notAfter: next.info.notAfter.toISOString() }, 'serving certificate renewed')
+        use(next)
+      } catch (error) {
+        this.failed = true
+        this.options.log.warn({ source: this.source, err: (error as Error).message }, 'serving certificate renewal failed, will retry')
+      }
+    })
   }
 
   stop(): void {
-    if (this.timer) clearTimeout(this.timer)
     this.abort.abort(new Error('hub stopping'))
-  }
-
-  private delay(): number {
-    if (this.source === 'files') return this.options.reloadIntervalMs ?? 5000
-    if (!this.current) return retryMs
-    // due already (a stored certificate past 80 %): at once; after a failure, every 30 s
-    const ms = renewalTime(this.current.info).getTime() - Date.now()
-    return Math.min(ms > 0 ? ms : this.failed ? retryMs : 0, maxTimerMs)
   }
 
   /** The current material, a new one when due (or changed on disk), or at start whatever is usable. */
@@ -138,20 +117,19 @@ export class ServingCertificates {
   }
 
   private async requestServingCertificate(file: string): Promise<ServingMaterial> {
-    const { nodeName } = this.options.config
-    const { csr, key } = await createCertificateRequest({ commonName: `system:node:${nodeName}`, organizations: ['system:nodes'], ...this.names })
     this.pending = `serving certificate: CSR (signer ${nodeServingCertificate.signerName}) not issued yet; approve it with kubectl certificate approve`
     this.options.log.info({ signer: nodeServingCertificate.signerName }, 'requesting the serving certificate (CSR), waiting for it to be approved and issued')
     try {
-      const cert = await requestCertificate(this.options.api, {
-        csr,
-        ...nodeServingCertificate,
+      const pair = await requestNodeCertificate(this.options.api, {
+        nodeName: this.options.config.nodeName,
+        profile: nodeServingCertificate,
         namePrefix: 'outpost-serving-',
+        file,
+        ...this.names,
         pollIntervalMs: this.options.csrPollIntervalMs ?? 2000,
         signal: this.abort.signal,
       })
-      await writePemFile(file, `${cert.endsWith('\n') ? cert : `${cert}\n`}${key}`, 0o600)
-      const material = { cert: Buffer.from(cert), key: Buffer.from(key), info: certificateInfo(cert) }
+      const material = { ...pair, info: certificateInfo(pair.cert) }
       this.options.log.info({ subject: material.info.subject, notAfter: material.info.notAfter.toISOString() }, 'serving certificate issued by the cluster')
       return material
     } finally {
