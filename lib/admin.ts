@@ -7,7 +7,7 @@ import type { CacheStore } from './cache/store.ts'
 import { clusterScopeDir, parseResourceDir, resourceDirName } from './cache/types.ts'
 import type { CachedObject, ResourceKey } from './cache/types.ts'
 import { validPathComponent } from './cache/disk.ts'
-import { parseScope } from './cache/store.ts'
+import { numericVersion, parseScope } from './cache/store.ts'
 import { objectMeta } from './codec/protobuf.ts'
 import { classify } from './requestinfo.ts'
 import type { FilterRegistry } from '../filters/registry.ts'
@@ -51,8 +51,6 @@ function readable(object: CachedObject): unknown {
     metadata: { name: meta.name, namespace: meta.namespace, resourceVersion: meta.resourceVersion, labels: meta.labels },
   }
 }
-
-const revision = (object: CachedObject): bigint => (/^\d+$/.test(object.resourceVersion) ? BigInt(object.resourceVersion) : 0n)
 
 function apiPath(key: ResourceKey): string {
   return key.group ? `/apis/${key.group}/${key.version}/${key.resource}` : `/api/${key.version}/${key.resource}`
@@ -152,7 +150,7 @@ export function createAdminServer(options: AdminOptions) {
       for (const object of (await store.list(c.key, everything))?.items ?? []) {
         const id = `${object.namespace}/${object.name}`
         const seen = newest.get(id)
-        if (!seen || revision(object) > revision(seen)) newest.set(id, object)
+        if (!seen || numericVersion(object.resourceVersion) > numericVersion(seen.resourceVersion)) newest.set(id, object)
       }
     }
     return [...newest.values()].map(sliceOf).filter((s): s is ServiceSlices => s !== undefined)

@@ -83,7 +83,7 @@ export class HealthChecker extends EventEmitter {
   }
 
   private failures(): string {
-    return this.servers.map(s => `${label(s.url)}: ${s.lastFailure || 'not answering'}`).join('; ')
+    return this.servers.map(s => `${serverLabel(s.url)}: ${s.lastFailure || 'not answering'}`).join('; ')
   }
 
   serverUp(server: URL): boolean {
@@ -185,7 +185,7 @@ export class HealthChecker extends EventEmitter {
     }
     if (s.up === was) return
     if (was !== undefined || !s.up) {
-      this.options.log.info({ server: label(s.url), up: s.up, reason: s.up ? undefined : reason }, `apiserver ${label(s.url)} ${s.up ? 'up' : `down: ${reason}`}`)
+      this.options.log.info({ server: serverLabel(s.url), up: s.up, reason: s.up ? undefined : reason }, `apiserver ${serverLabel(s.url)} ${s.up ? 'up' : `down: ${reason}`}`)
     }
     this.emit('server', s.url, s.up)
     this.update()
@@ -204,7 +204,8 @@ export class HealthChecker extends EventEmitter {
   }
 }
 
-function label(url: URL): string {
+/** How a server is named in logs, messages and metrics: its origin, plus its path when it has one. */
+export function serverLabel(url: URL): string {
   return url.pathname === '/' ? url.origin : url.origin + url.pathname
 }
 

@@ -13,7 +13,7 @@ import type { UpstreamCredentials } from './kubeconfig.ts'
 import { Upstream } from './upstream.ts'
 import { createProxyServer } from './server.ts'
 import { createAdminServer } from './admin.ts'
-import { HealthChecker } from './health.ts'
+import { HealthChecker, serverLabel } from './health.ts'
 import { LiveStreams } from './streams.ts'
 import { DiskCache } from './cache/disk.ts'
 import { CacheStore } from './cache/store.ts'
@@ -94,7 +94,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
   const streams = new LiveStreams()
   const metrics = createMetrics()
   metrics.cloudOnline.set(1)
-  health.on('server', (server: URL, up: boolean) => metrics.upstreamUp.set({ server: server.origin + server.pathname.replace(/\/$/, '') }, up ? 1 : 0))
+  health.on('server', (server: URL, up: boolean) => metrics.upstreamUp.set({ server: serverLabel(server) }, up ? 1 : 0))
   health.on('change', state => {
     metrics.cloudOnline.set(state === 'online' ? 1 : 0)
     // Nobody may wait on a dead link; and once the cloud is back, offline watches end so their

@@ -1,6 +1,7 @@
 // Prometheus metrics (prom-client), one registry per hub so tests can run several hubs at once.
 // The proxy reports through the RequestObserver interface; it knows nothing about Prometheus.
 import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { qualifiedResource } from './requestinfo.ts'
 import type { RequestInfo } from './requestinfo.ts'
 import type { Collection } from './cache/store.ts'
 import { resourceDirName } from './cache/types.ts'
@@ -35,13 +36,6 @@ const maxComponentLength = 64
 function componentLabel(info: RequestInfo): string {
   const component = info.component.slice(0, maxComponentLength)
   return /^[A-Za-z0-9._-]*$/.test(component) ? component : 'other'
-}
-
-/** `pods`, `endpointslices.discovery.k8s.io`, `pods/exec`; '' for non-resource paths (unbounded otherwise). */
-function resourceLabel(info: RequestInfo): string {
-  if (!info.isResourceRequest) return ''
-  const gr = info.apiGroup ? `${info.resource}.${info.apiGroup}` : info.resource
-  return info.subresource ? `${gr}/${info.subresource}` : gr
 }
 
 export function createMetrics(): Metrics {
@@ -116,7 +110,8 @@ export function createMetrics(): Metrics {
     },
     requestDone(info, code, source, seconds) {
       const component = componentLabel(info)
-      const resource = resourceLabel(info)
+      // non-resource paths stay '' (any client can make up paths: labels would be unbounded)
+      const resource = qualifiedResource(info)
       requests.inc({ component, verb: info.verb, resource, code: String(code), source })
       if (info.verb !== 'watch') durations.observe({ component, verb: info.verb, resource, source }, seconds)
       if (source === 'cache') servedFromCache.inc({ component, verb: info.verb, resource })
@@ -124,11 +119,7 @@ export function createMetrics(): Metrics {
     watchOpened(info, source) {
       const labels = { component: componentLabel(info), source }
       openWatches.inc(labels)
-      let open = true
-      return () => {
-        if (open) openWatches.dec(labels)
-        open = false
-      }
+      return () => openWatches.dec(labels)
     },
   }
 }

@@ -4,7 +4,7 @@ import { EventEmitter } from 'node:events'
 import { gunzipSync } from 'node:zlib'
 import type { ServerResponse, IncomingMessage } from 'node:http'
 import type { Logger } from 'pino'
-import { classify, isWatch } from './requestinfo.ts'
+import { classify, isWatch, qualifiedResource } from './requestinfo.ts'
 import type { RequestInfo } from './requestinfo.ts'
 import { upstreamRequestHeaders, clientResponseHeaders } from './headers.ts'
 import { BodyTimeoutError, BodyTooLargeError, hasBody, readAll, readBody } from './body.ts'
@@ -287,7 +287,5 @@ async function answerOffline(
 
 function logRequest(log: Logger, info: RequestInfo, code: number, seconds: number, source: Source): void {
   if (!log.isLevelEnabled('debug')) return
-  const gr = info.apiGroup ? `${info.resource}.${info.apiGroup}` : info.resource
-  const resource = info.isResourceRequest ? (info.subresource ? `${gr}/${info.subresource}` : gr) : info.path
-  log.debug({ component: info.component, verb: info.verb, resource, code, source, ms: Math.round(seconds * 1000) }, 'request')
+  log.debug({ component: info.component, verb: info.verb, resource: qualifiedResource(info) || info.path, code, source, ms: Math.round(seconds * 1000) }, 'request')
 }

@@ -161,6 +161,13 @@ function nameFromFieldSelector(fieldSelector: string): string {
 }
 
 /** Whether the response is a long-lived stream whose headers must be flushed before any event. */
+/** `pods`, `endpointslices.discovery.k8s.io`, `pods/exec`; '' for a non-resource path. */
+export function qualifiedResource(info: RequestInfo): string {
+  if (!info.isResourceRequest) return ''
+  const gr = info.apiGroup ? `${info.resource}.${info.apiGroup}` : info.resource
+  return info.subresource ? `${gr}/${info.subresource}` : gr
+}
+
 export function isWatch(info: RequestInfo): boolean {
   return info.verb === 'watch'
 }

@@ -80,7 +80,8 @@ export class Collection {
   }
 }
 
-function numericVersion(rv: string): bigint {
+/** A resourceVersion as a number to compare; 0 for one that is not (the apiserver's are opaque strings). */
+export function numericVersion(rv: string): bigint {
   return /^\d+$/.test(rv) ? BigInt(rv) : 0n
 }
 
