@@ -57,9 +57,15 @@ export class ServingCertificates {
     return this.options.config.tlsCertFile ? 'files' : this.options.config.servingCert
   }
 
+  /**
+   * The names the certificate is for. The apiserver's own names (kubernetes.default.svc, …) only
+   * ever go into a certificate from the hub's private CA: a cluster signer that issued them to a
+   * node would let that node impersonate the apiserver to every pod that trusts the cluster CA.
+   */
   get names(): { dnsNames: string[]; ips: string[] } {
     const { nodeName, nodeIps } = this.options.config
-    return { dnsNames: [...kubernetesNames, 'localhost', nodeName], ips: ['127.0.0.1', '::1', ...(nodeIps.length > 0 ? nodeIps : hostAddresses())] }
+    const apiserverNames = this.source === 'csr' ? [] : kubernetesNames
+    return { dnsNames: [...apiserverNames, 'localhost', nodeName], ips: ['127.0.0.1', '::1', ...(nodeIps.length > 0 ? nodeIps : hostAddresses())] }
   }
 
   /** The certificate to serve with now; with csr and nothing stored, waits until it is issued. */

@@ -156,10 +156,21 @@ t.test('serving certificate by CSR: readyz says what it waits for; once approved
   simulator.approveCsr(csr.metadata.name)
   const url = new URL(await hub.secureUrl!)
 
-  const socket = tls.connect({ host: '127.0.0.1', port: Number(url.port), ca: simulator.signerCa.cert, servername: 'kubernetes.default.svc' })
+  const socket = tls.connect({ host: '127.0.0.1', port: Number(url.port), ca: simulator.signerCa.cert, servername: 'kind-worker2' })
   await once(socket, 'secureConnect')
-  t.ok(socket.authorized, 'trusted by whoever trusts the cluster CA, under the name pods use')
+  t.ok(socket.authorized, 'trusted by whoever trusts the cluster CA, under the node name')
+  const served = new x509.X509Certificate(socket.getPeerCertificate(true).raw)
   socket.destroy()
+  const sanText = (names: x509.GeneralNames | undefined) => (names?.items ?? []).map(n => n.value)
+  t.ok(sanText(served.getExtension(x509.SubjectAlternativeNameExtension)?.names).includes('kind-worker2'))
+  t.notOk(
+    sanText(served.getExtension(x509.SubjectAlternativeNameExtension)?.names).some(name => name.startsWith('kubernetes')),
+    'the cluster signer is never asked for the apiserver names: an approved node could impersonate the apiserver to pods',
+  )
+  const asked = new x509.Pkcs10CertificateRequest(Buffer.from(csr.spec.request, 'base64').toString())
+  const askedSans = asked.extensions.find(e => e.type === '2.5.29.17')
+  t.ok(askedSans, 'the CSR asks for names')
+  t.notOk(sanText(new x509.SubjectAlternativeNameExtension(askedSans!.rawData).names).some(name => name.startsWith('kubernetes')), 'nor does the CSR ask for them')
   t.equal((await readyz()).status, 200, 'ready once it serves')
   t.equal(await mode(path.join(certDir, servingCertificateFile)), 0o600)
 })
