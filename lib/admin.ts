@@ -7,7 +7,7 @@ import type { CacheStore } from './cache/store.ts'
 import { clusterScopeDir, parseResourceDir, resourceDirName } from './cache/types.ts'
 import type { CachedObject, ResourceKey } from './cache/types.ts'
 import { validPathComponent } from './cache/disk.ts'
-import { numericVersion, parseScope } from './cache/store.ts'
+import { describeScope, numericVersion, parseScope } from './cache/store.ts'
 import { objectMeta } from './codec/protobuf.ts'
 import { classify } from './requestinfo.ts'
 import type { FilterRegistry } from '../filters/registry.ts'
@@ -90,8 +90,8 @@ export function createAdminServer(options: AdminOptions) {
         resource: resourceDirName(c.key),
         objects: c.entries.size,
         bytes: c.bytes(),
-        scopes: [...c.scopes].sort(),
-        listed: c.known,
+        scopes: [...c.listed.values()].map(l => describeScope(l.scope)).sort(),
+        listed: c.listed.size > 0,
         origin: c.origin,
         lastUpdate: c.lastUpdate ? new Date(c.lastUpdate).toISOString() : null,
         resourceVersion: c.maxResourceVersion(),

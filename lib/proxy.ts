@@ -1,7 +1,8 @@
 // One client request, end to end: classify it; with the cloud reachable, forward it and record
 // cacheable answers on the way back; without, answer reads from the cache and refuse writes.
 import { EventEmitter } from 'node:events'
-import { gunzipSync } from 'node:zlib'
+import { gunzip } from 'node:zlib'
+import { promisify } from 'node:util'
 import type { ServerResponse, IncomingMessage } from 'node:http'
 import type { Logger } from 'pino'
 import { classify, isWatch, qualifiedResource } from './requestinfo.ts'
@@ -20,7 +21,6 @@ import type { WireFormat } from './cache/types.ts'
 import type { EndpointsFilter, FilterRegistry } from '../filters/registry.ts'
 import { FilteredWatch } from './refilter.ts'
 import type { FilteredWatches } from './refilter.ts'
-import { vouchedFields } from './cache/store.ts'
 import { formatOf } from './cache/decode.ts'
 import { serveGet, serveList, serveWatch } from './cache/offline.ts'
 import { serveDocument } from './cache/documents.ts'
@@ -65,7 +65,15 @@ class ClientGone extends EventEmitter {
 export async function forward(req: IncomingMessage, res: ServerResponse, options: ProxyOptions): Promise<void> {
   const started = performance.now()
   const info = classify(req.method ?? 'GET', req.url ?? '/', req.headers['user-agent'])
-  const source = await answer(info, req, res, options)
+  let source: Source = 'hub'
+  try {
+    source = await answer(info, req, res, options)
+  } catch (error) {
+    // The reply is hijacked: nobody else would answer, and the client would wait forever.
+    const message = error instanceof Error ? error.message : String(error)
+    options.log.error({ component: info.component, verb: info.verb, path: info.path, err: message }, 'request failed inside the hub')
+    sendStatus(res, failure(500, `the hub failed to answer: ${message}`, 'InternalError'))
+  }
   // Headers never sent: the client left first, or the connection was cut (nginx's 499).
   const code = res.headersSent ? res.statusCode : 499
   const seconds = (performance.now() - started) / 1000
@@ -97,9 +105,12 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
       return 'hub'
     }
   }
-  const cacheable = options.cache?.policy.isCacheable(info) ?? false
-  const document = options.cache?.policy.isCacheableDocument(info) ?? false
-  if (!options.cloud.isOnline()) return answerOffline(info, req, res, body, options, options.cloud.outage())
+  // A request with its own credentials is someone else's identity: the hub can neither check it
+  // offline nor let its answers stand for what the node may read, so the cache stays out of it.
+  const actsAsNode = req.headers.authorization === undefined
+  const cacheable = actsAsNode && (options.cache?.policy.isCacheable(info) ?? false)
+  const document = actsAsNode && (options.cache?.policy.isCacheableDocument(info) ?? false)
+  if (!options.cloud.isOnline()) return answerOffline(info, req, res, body, options, options.cloud.outage(), actsAsNode)
 
   let upstreamRes: UpstreamResponse
   try {
@@ -115,7 +126,7 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
     if (clientGone.aborted) return 'cloud'
     if (error instanceof UpstreamUnavailableError) {
       options.log.warn({ component: info.component, verb: info.verb, path: info.path, err: error.message }, 'upstream unavailable')
-      if (cacheable || document) return answerOffline(info, req, res, body, options, error.message)
+      if (cacheable || document) return answerOffline(info, req, res, body, options, error.message, actsAsNode)
       sendStatus(res, serviceUnavailable(error.message))
       return 'hub'
     }
@@ -170,7 +181,7 @@ async function relayWatch(
   filter: EndpointsFilter | undefined,
   options: ProxyOptions,
 ): Promise<void> {
-  const fields = recorder ? vouchedFields(scopeOf(info)) : undefined
+  const recording = recorder && format ? recorder.watch(info, format) : undefined
   let tracker: FilteredWatch | undefined
   let seeding: Promise<void> = Promise.resolve()
   let untrack = () => {}
@@ -178,7 +189,7 @@ async function relayWatch(
     recorder || filter
       ? async (frame: Buffer): Promise<Buffer> => {
           await seeding
-          if (recorder && format) await recorder.recordEvent(info, format, frame, fields)
+          if (recording) await recording.record(frame)
           return tracker ? tracker.onFrame(frame) : frame
         }
       : undefined
@@ -218,7 +229,7 @@ async function bufferThenSend(upstreamRes: UpstreamResponse, res: ServerResponse
   let decoded: Buffer | undefined = raw
   if (encoding === 'gzip') {
     try {
-      decoded = gunzipSync(raw)
+      decoded = await gunzipAsync(raw) // on the thread pool: a big list must not stall every other client
     } catch {
       decoded = undefined // not the cache's to fix: the client gets the bytes and its own error
     }
@@ -233,6 +244,8 @@ async function bufferThenSend(upstreamRes: UpstreamResponse, res: ServerResponse
   res.writeHead(upstreamRes.statusCode, headers)
   res.end(body)
 }
+
+const gunzipAsync = promisify(gunzip)
 
 function isOwnLeaseRenewal(info: RequestInfo, nodeName: string): boolean {
   return (
@@ -251,7 +264,12 @@ async function answerOffline(
   body: Buffer | undefined,
   options: ProxyOptions,
   reason: string,
+  actsAsNode: boolean,
 ): Promise<Source> {
+  if (!actsAsNode) {
+    sendStatus(res, serviceUnavailable(`${reason}: this request carries its own credentials, which cannot be checked while the apiserver is unreachable; only clients acting as the node are answered from the cache`))
+    return 'hub'
+  }
   const cache = options.cache
   if (cache?.policy.isCacheableDocument(info) && (await serveDocument(cache.recorder.store, info, req.headers.accept, res))) return 'cache'
   if (cache?.policy.isCacheable(info)) {

@@ -227,6 +227,7 @@ export class TopologySource extends EventEmitter {
     const stop = () => res.body.destroy()
     this.options.streams.addUpstreamWatch(stop)
     const info = this.info(path)
+    const scope = scopeOf(info)
     let resourceVersion = from
     try {
       for await (const frame of pipeline(res.body, new WatchFrameSplitter('json'), () => {})) {
@@ -235,7 +236,7 @@ export class TopologySource extends EventEmitter {
         resourceVersion = event.object.metadata.resourceVersion ?? resourceVersion
         this.saw(resourceVersion)
         if (event.type === 'BOOKMARK') continue
-        await this.options.recorder.recordEvent(info, 'json', frame as Buffer, undefined)
+        await this.options.recorder.recordEvent(info, 'json', frame as Buffer, scope)
         if (watched.apply(event.type as 'ADDED', event.object.metadata)) this.changed()
       }
     } finally {

@@ -91,7 +91,11 @@ t.test('kubelet-shaped protobuf list answered offline, byte for byte what the ap
   const other = await request(h.url + '/api/v1/pods?fieldSelector=spec.nodeName%3Dkind-worker', {
     headers: { 'user-agent': kubeletUA, accept: 'application/vnd.kubernetes.protobuf, */*' },
   })
-  t.equal(splitList(decodeUnknown(Buffer.from(await other.body.arrayBuffer())).raw).items.length, 0, 'another node selects none of them')
+  t.equal(other.statusCode, 503, "another node's pods were never listed: no answer, rather than an empty list that looks whole")
+  t.match(await other.body.json(), { kind: 'Status', reason: 'ServiceUnavailable', message: /listed pods only for fieldSelector=spec.nodeName=kind-worker2/ })
+  const all = await request(h.url + '/api/v1/pods', { headers: { 'user-agent': kubeletUA } })
+  t.equal(all.statusCode, 503, 'nor are all pods: kubelet listed only its own')
+  await all.body.dump()
 })
 
 t.test('two selectors on one resource from one component, offline, each answered correctly', async t => {
@@ -112,11 +116,23 @@ t.test('two selectors on one resource from one component, offline, each answered
   t.equal(offA.headers['x-outpost-cache'], 'hit')
   t.same(names(offA.body), ['a1', 'a2'])
   t.same(names(offB.body), ['b1'], 'the second scope did not overwrite the first, nor the first the second')
-  t.same(names((await getJson(`${base}?labelSelector=app+in+(a,b),app!%3Da`)).body), ['b1'], 'set-based selectors evaluated offline')
+  t.same(names((await getJson(`${base}?labelSelector=app%3Da,tier+notin+(db)`)).body), ['a1', 'a2'], 'a narrower selector of a listed scope is evaluated offline')
+  const unlisted = await getJson(`${base}?labelSelector=app+in+(a,b)`)
+  t.equal(unlisted.status, 503, 'a scope no whole list answers for is not answered')
+  t.match(unlisted.body.message, /listed configmaps only for namespace=default labelSelector=app=a; namespace=default labelSelector=app=b/)
   t.equal((await getJson(`${base}/a2`)).body.metadata.name, 'a2', 'get of a listed object')
+  t.equal((await getJson(`${base}/nope`)).status, 503, 'an object no listed scope could hold is not said to be missing')
+  await comeBack(h)
+  await getJson(`${h.url}/api/v1/configmaps?labelSelector=app`)
+  await goDark(h)
+  t.equal((await getJson(`${base}/nope`)).status, 503, 'a selector that could not hold it does not either')
+  await comeBack(h)
+  await getJson(`${h.url}/api/v1/configmaps`)
+  await goDark(h)
   const missing = await getJson(`${base}/nope`)
-  t.equal(missing.status, 404)
+  t.equal(missing.status, 404, 'after a whole list, a missing object is NotFound')
   t.equal(missing.body.reason, 'NotFound')
+  t.same(names((await getJson(`${base}?labelSelector=app+in+(a,b),app!%3Da`)).body), ['b1'], 'set-based selectors evaluated offline')
 })
 
 t.test('a three-page list is cached once the last page arrives and served whole offline', async t => {
@@ -212,7 +228,7 @@ t.test('open upstream watches are closed when the cloud goes down; offline watch
   t.pass('the offline watch ended once the cloud was back, so the client re-watches upstream')
 })
 
-t.test('a cache file that cannot be parsed is reported (log and metric) and skipped; the rest is served', async t => {
+t.test('a cache file that cannot be parsed is reported (log and metric); lists that would miss it answer 503, the rest is served', async t => {
   const first = await startHarness()
   first.simulator.create(configMap('good-1'))
   first.simulator.create(configMap('good-2'))
@@ -228,8 +244,11 @@ t.test('a cache file that cannot be parsed is reported (log and metric) and skip
   const metrics = await (await request(`${second.hub.adminUrl}/metrics`)).body.text()
   t.match(metrics, /^outpost_cache_load_errors_total 1$/m, 'the unreadable file is counted')
   const list = await getJson(`${second.url}/api/v1/namespaces/default/configmaps`)
-  t.same(list.body.items.map((i: any) => i.metadata.name), ['good-1'], 'the readable object is served, the broken one skipped')
-  t.match(await (await request(`${second.hub.adminUrl}/metrics`)).body.text(), /outpost_served_from_cache_total\{component="kubelet",verb="list",resource="configmaps"\} 1/)
+  t.equal(list.status, 503, 'a list that would miss the broken object is not passed off as whole')
+  t.match(list.body.message, /default\/good-2/, 'the answer names the object it cannot read')
+  t.equal((await getJson(`${second.url}/api/v1/namespaces/default/configmaps/good-1`)).body.metadata.name, 'good-1', 'the readable object is served')
+  t.equal((await getJson(`${second.url}/api/v1/namespaces/default/configmaps/good-2`)).status, 503, 'the broken one is not said to be missing')
+  t.match(await (await request(`${second.hub.adminUrl}/metrics`)).body.text(), /outpost_served_from_cache_total\{component="kubelet",verb="get",resource="configmaps"\} 2/)
 })
 
 t.test('a gzip list is cached decoded and still reaches the client gzip-encoded', async t => {

@@ -26,7 +26,7 @@ t.test('a protobuf list, then the recorded watch stream, leave the cache where t
   t.equal(listed.resourceVersion, original.resourceVersion)
 
   const watch = classify('GET', `/apis/discovery.k8s.io/v1/endpointslices?watch=true&resourceVersion=${original.resourceVersion}`, kubeProxy)
-  for (const frame of frames(fixture('watch-endpointslices.pb'))) await recorder.recordEvent(watch, 'protobuf', frame, undefined)
+  for (const frame of frames(fixture('watch-endpointslices.pb'))) await recorder.recordEvent(watch, 'protobuf', frame, scopeOf(watch))
 
   // the same events in JSON say what the end state is
   const events = fixture('watch-endpointslices.json').toString().trim().split('\n').map(l => JSON.parse(l))

@@ -1,6 +1,7 @@
 // Turns apiserver response bytes (JSON or protobuf) into CachedObjects. Only plain objects are
 // decoded: Tables and metadata-only answers (`;as=…` in the Content-Type) are views, not objects.
 import type { CachedObject, WireFormat } from './types.ts'
+import { initialEventsEndAnnotation } from './bookmark.ts'
 import { decodeUnknown, decodeWatchEvent, isProtobuf, objectMeta, splitList } from '../codec/protobuf.ts'
 
 export function formatOf(contentType: string | undefined): WireFormat | undefined {
@@ -87,15 +88,27 @@ export interface DecodedEvent {
   type: string
   /** absent for BOOKMARK and ERROR */
   object?: CachedObject
+  /** a BOOKMARK's version */
+  resourceVersion?: string
+  /** a BOOKMARK that ends WatchList's initial events (annotation k8s.io/initial-events-end) */
+  initialEventsEnd?: boolean
 }
 
 export function decodeEvent(format: WireFormat, frame: Buffer): DecodedEvent {
   if (format === 'protobuf') {
     const event = decodeWatchEvent(frame)
-    if (event.type === 'BOOKMARK' || event.type === 'ERROR' || !isProtobuf(event.object)) return { type: event.type }
+    if (event.type === 'ERROR' || !isProtobuf(event.object)) return { type: event.type }
+    if (event.type === 'BOOKMARK') {
+      const meta = objectMeta(Buffer.from(decodeUnknown(event.object).raw))
+      return { type: event.type, resourceVersion: meta.resourceVersion, initialEventsEnd: meta.annotations[initialEventsEndAnnotation] === 'true' }
+    }
     return { type: event.type, object: decodeObject('protobuf', event.object) }
   }
-  const event = JSON.parse(frame.toString()) as { type: string; object: JsonObject }
-  if (event.type === 'BOOKMARK' || event.type === 'ERROR') return { type: event.type }
+  const event = JSON.parse(frame.toString()) as { type: string; object: JsonObject & { metadata?: { annotations?: Record<string, string> } } }
+  if (event.type === 'ERROR') return { type: event.type }
+  if (event.type === 'BOOKMARK') {
+    const meta = event.object?.metadata
+    return { type: event.type, resourceVersion: meta?.resourceVersion, initialEventsEnd: meta?.annotations?.[initialEventsEndAnnotation] === 'true' }
+  }
   return { type: event.type, object: fromJson(event.object, event.object.kind ?? '', event.object.apiVersion ?? '') }
 }

@@ -16,10 +16,26 @@ export interface DiskEntry {
   object: CachedObject
 }
 
+/** What a collection knows besides its objects: the scopes listed whole, and the newest list's version. */
+export interface CollectionMeta {
+  listResourceVersion: string
+  listed: { namespace: string; labelSelector: string; fieldSelector: string; resourceVersion: string }[]
+}
+
+export interface LoadFailure {
+  path: string
+  reason: string
+  /** the object the file stood for, when its path says so: it is missing now, and lists must not pretend otherwise */
+  object?: { key: ResourceKey; namespace: string; name: string }
+}
+
 export interface LoadReport {
   loaded: number
-  failed: { path: string; reason: string }[]
+  failed: LoadFailure[]
 }
+
+/** Per resource directory, next to the namespace directories (no namespace can start with '_'). */
+export const collectionMetaFile = '_scopes'
 
 /** The first line of a cache file: the object without its body, a format version and the body's size. */
 type FileHeader = Omit<CachedObject, 'body'> & { v: 1; size: number }
@@ -184,8 +200,21 @@ export class DiskCache {
       size: object.body.length,
     }
     if (object.fields) header.fields = object.fields
+    if (object.scopes) header.scopes = object.scopes
     const data = { header: Buffer.from(JSON.stringify(header) + '\n'), body: object.body }
     return this.enqueue(location.dir, location.file, data)
+  }
+
+  /** Replaces a collection's meta file (atomically, like an object's). */
+  putCollectionMeta(key: ResourceKey, meta: CollectionMeta): Promise<void> {
+    let dir: string
+    try {
+      dir = path.dirname(this.dirFor(key, ''))
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    const data = { header: Buffer.from(JSON.stringify({ v: 1, ...meta }) + '\n'), body: Buffer.alloc(0) }
+    return this.enqueue(dir, path.join(dir, collectionMetaFile), data)
   }
 
   remove(key: ResourceKey, namespace: string, name: string): Promise<void> {
@@ -321,11 +350,17 @@ export class DiskCache {
       this.stats.bytesWritten += header.length + body.length
     } catch (error) {
       await unlink(tmp).catch(() => {})
+      // the directory is not (or no longer) what was made: make it again on the next try
+      if (['ENOENT', 'ENOTDIR'].includes(errorCode(error) ?? '')) this.forgetDirs(op.dir)
       throw error
     } finally {
       this.liveTmp.delete(tmp)
       if (this.writing.get(op.file) === body) this.writing.delete(op.file)
     }
+  }
+
+  private forgetDirs(dir: string): void {
+    for (let d = dir; d !== this.cacheDir && d.startsWith(this.cacheDir); d = path.dirname(d)) this.madeDirs.delete(d)
   }
 
   /** Creates the directories under the cache root that lead to dir, each 0700, each made durable in its parent. */
@@ -392,10 +427,10 @@ export class DiskCache {
     state.running = false
   }
 
-  async load(onEntry: (entry: DiskEntry) => void): Promise<LoadReport> {
+  async load(onEntry: (entry: DiskEntry) => void, onMeta: (key: ResourceKey, meta: CollectionMeta) => void = () => {}): Promise<LoadReport> {
     const report: LoadReport = { loaded: 0, failed: [] }
-    const fail = (file: string, reason: string) => {
-      report.failed.push({ path: file, reason })
+    const fail = (file: string, reason: string, object?: LoadFailure['object']) => {
+      report.failed.push(object ? { path: file, reason, object } : { path: file, reason })
       this.log.warn({ path: file, reason }, `disk cache: skipped ${file}: ${reason}`)
     }
     const list = async (dir: string) => {
@@ -429,6 +464,18 @@ export class DiskCache {
         const key: ResourceKey = { component: c.name, ...parsed }
         for (const n of await list(resourcePath)) {
           const namespacePath = path.join(resourcePath, n.name)
+          if (n.name === collectionMetaFile && n.isFile()) {
+            try {
+              onMeta({ ...key }, parseMeta(await readFile(namespacePath)))
+            } catch (error) {
+              fail(namespacePath, `unreadable scope list (lists of this resource answer as never listed): ${errorMessage(error)}`)
+            }
+            continue
+          }
+          if (isTmpName(n.name) && n.isFile()) {
+            if (!this.liveTmp.has(namespacePath)) await unlink(namespacePath).catch(() => {})
+            continue
+          }
           const namespace = n.name === clusterScopeDir ? '' : n.name
           if (!n.isDirectory() || (namespace !== '' && !validPathComponent(namespace))) {
             fail(namespacePath, n.isDirectory() ? 'not a valid namespace name' : 'unexpected file in a resource directory')
@@ -456,16 +503,17 @@ export class DiskCache {
     if (removedTmp > 0) this.log.info(`disk cache: removed ${removedTmp} leftover temp file(s) of an interrupted write`)
 
     await forEachLimited(files, maxInFlight, async ({ file, key, namespace, name }) => {
+      const object = { key: { ...key }, namespace, name }
       let bytes: Buffer
       try {
         bytes = await readFile(file)
       } catch (error) {
-        fail(file, `cannot read: ${errorMessage(error)}`)
+        fail(file, `cannot read: ${errorMessage(error)}`, object)
         return
       }
       const parsed = parseFile(bytes, namespace, name)
       if (typeof parsed === 'string') {
-        fail(file, parsed)
+        fail(file, parsed, object)
         return
       }
       report.loaded++
@@ -502,6 +550,7 @@ function parseFile(bytes: Buffer, namespace: string, name: string): CachedObject
   }
   if (header.format !== 'json' && header.format !== 'protobuf') return `unknown format ${JSON.stringify(header.format)}`
   if (!Number.isSafeInteger(header.size) || header.size < 0) return 'header size is not a byte count'
+  if (header.scopes !== undefined && (!Array.isArray(header.scopes) || header.scopes.some(v => typeof v !== 'string'))) return 'header scopes is not a list of strings'
   if (header.fields !== undefined) {
     if (typeof header.fields !== 'object' || header.fields === null || Array.isArray(header.fields)) return 'header fields is not an object'
     if (Object.values(header.fields).some(v => typeof v !== 'string')) return 'header fields has a value that is not a string'
@@ -527,5 +576,18 @@ function parseFile(bytes: Buffer, namespace: string, name: string): CachedObject
     body,
   }
   if (header.fields) object.fields = { ...header.fields }
+  if (header.scopes) object.scopes = header.scopes
   return object
+}
+
+function parseMeta(bytes: Buffer): CollectionMeta {
+  const meta = JSON.parse(bytes.toString('utf8')) as CollectionMeta & { v?: number }
+  if (meta?.v !== 1) throw new Error(`unknown version ${JSON.stringify(meta?.v)}`)
+  if (typeof meta.listResourceVersion !== 'string' || !Array.isArray(meta.listed)) throw new Error('not a scope list')
+  for (const l of meta.listed) {
+    if (!l || ['namespace', 'labelSelector', 'fieldSelector', 'resourceVersion'].some(f => typeof (l as unknown as Record<string, unknown>)[f] !== 'string')) {
+      throw new Error('a listed scope is malformed')
+    }
+  }
+  return { listResourceVersion: meta.listResourceVersion, listed: meta.listed }
 }

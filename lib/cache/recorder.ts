@@ -7,6 +7,7 @@ import type { ResourceKey, CachedObject, WireFormat } from './types.ts'
 import { CacheStore, parseScope, vouchedFields } from './store.ts'
 import type { ParsedScope } from './store.ts'
 import { decodeEvent, decodeList, decodeObject } from './decode.ts'
+import type { DecodedEvent } from './decode.ts'
 import { documentFor, documentsKey, isDiscoveryDocument } from './documents.ts'
 
 export const defaultCachedComponents = ['kubelet', 'kube-proxy', 'coredns', 'flanneld', 'outpost']
@@ -117,24 +118,66 @@ export class Recorder {
     }
   }
 
-  async recordEvent(info: RequestInfo, format: WireFormat, frame: Buffer, fields: Record<string, string> | undefined): Promise<void> {
+  /** How one watch is recorded, event by event; its scope is parsed once. */
+  watch(info: RequestInfo, format: WireFormat): WatchRecording {
+    return new WatchRecording(this, info, format, scopeOf(info))
+  }
+
+  /** A watch event through `scope`: stored, or taken out of that scope. Errors are logged, never thrown. */
+  async recordEvent(info: RequestInfo, format: WireFormat, frame: Buffer, scope: ParsedScope): Promise<DecodedEvent | undefined> {
     try {
       const event = decodeEvent(format, frame)
-      if (!event.object) return
+      if (!event.object) return event
       const key = resourceKeyOf(info)
       if (event.type === 'DELETED') {
-        await this.store.remove(key, event.object.namespace, event.object.name)
-        return
+        await this.store.remove(key, event.object.namespace, event.object.name, scope)
+        return event
       }
+      const fields = vouchedFields(scope)
       if (fields) event.object.fields = fields
-      await this.store.put(key, event.object)
+      await this.store.put(key, event.object, scope)
+      return event
     } catch (error) {
       this.warn(info, error, 'watch event')
+      return undefined
     }
   }
 
   private expirePages(): void {
     const now = Date.now()
     for (const [token, pages] of this.pending) if (pages.expires < now) this.pending.delete(token)
+  }
+}
+
+/**
+ * One watch's recording. A WatchList watch (`sendInitialEvents=true`, client-go 1.35's default)
+ * opens with the scope's whole state as ADDED events, closed by a BOOKMARK annotated
+ * k8s.io/initial-events-end: that much is a list, and replaces the scope as one does (objects
+ * deleted while nobody watched leave the cache).
+ */
+export class WatchRecording {
+  private initial: CachedObject[] | undefined
+
+  constructor(
+    private readonly recorder: Recorder,
+    private readonly info: RequestInfo,
+    private readonly format: WireFormat,
+    private readonly scope: ParsedScope,
+  ) {
+    if (info.query.get('sendInitialEvents') === 'true') this.initial = []
+  }
+
+  async record(frame: Buffer): Promise<void> {
+    const event = await this.recorder.recordEvent(this.info, this.format, frame, this.scope)
+    if (!this.initial || !event) return
+    if (event.type === 'ADDED' && event.object) this.initial.push(event.object)
+    if (event.type === 'BOOKMARK' && event.initialEventsEnd) {
+      const items = this.initial
+      this.initial = undefined
+      const first = items[0]
+      await this.recorder.store
+        .replaceScope(resourceKeyOf(this.info), this.scope, { items, kind: first?.kind ?? '', apiVersion: first?.apiVersion ?? '', resourceVersion: event.resourceVersion ?? '' })
+        .catch(() => {})
+    }
   }
 }

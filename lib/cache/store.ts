@@ -1,38 +1,21 @@
 // The cache's in-memory index: per component and resource, the objects the apiserver sent, with
-// what offline answers need (labels, vouched-for field values, the highest resourceVersion).
-// Every change is handed to the disk layer; callers await durability before they acknowledge.
+// what offline answers need (labels, vouched-for field values, the scopes each object arrived
+// through, the scopes listed whole and the newest list's resourceVersion). Every change is handed
+// to the disk layer; callers await durability before they acknowledge. A write the disk refuses is
+// kept in memory, counted, and tried again until it lands, so memory and disk tell one story.
 import type { Logger } from 'pino'
 import type { CachedObject, ResourceKey } from './types.ts'
 import { resourceDirName } from './types.ts'
-import type { DiskCache, LoadReport } from './disk.ts'
-import { matchesLabels, parseFieldSelector, parseLabelSelector, fieldValue } from '../selectors.ts'
-import type { FieldSelector, LabelSelector } from '../selectors.ts'
+import type { CollectionMeta, DiskCache, LoadReport } from './disk.ts'
+import { fieldValue } from '../selectors.ts'
 import { objectMeta } from '../codec/protobuf.ts'
 import { LRUCache } from 'lru-cache'
+import { covers, describeScope, inScope, needsBodies, parseScope } from './scope.ts'
+import type { ParsedScope } from './scope.ts'
+import { storageKey } from '../continue-token.ts'
 
-/** One list or watch scope: what a request selects within a resource. */
-export interface Scope {
-  namespace: string
-  labelSelector: string
-  fieldSelector: string
-}
-
-export interface ParsedScope extends Scope {
-  labels: LabelSelector
-  fields: FieldSelector
-}
-
-/** Throws the selector parser's Error on bad syntax (the caller answers 400). */
-export function parseScope(scope: Scope): ParsedScope {
-  return { ...scope, labels: parseLabelSelector(scope.labelSelector), fields: parseFieldSelector(scope.fieldSelector) }
-}
-
-/** The equality terms of a field selector: values every object of that scope is known to have. */
-export function vouchedFields(scope: ParsedScope): Record<string, string> | undefined {
-  const terms = scope.fields.requirements.filter(r => r.operator !== '!=')
-  if (terms.length === 0) return undefined
-  return Object.fromEntries(terms.map(r => [r.field, r.value]))
-}
+export { describeScope, parseScope, vouchedFields } from './scope.ts'
+export type { ParsedScope, Scope } from './scope.ts'
 
 /** What the index keeps of an object in memory; the body lives in the LRU and on disk. */
 export type StoredMeta = Omit<CachedObject, 'body'>
@@ -42,14 +25,19 @@ interface Entry {
   labels: Record<string, string>
   /** bytes of the body, for /debug/cache and the cache size metrics */
   size: number
+  /** why the body cannot be had (its file vanished or broke): lists that may hold it are not whole */
+  lost?: string
 }
 
 export type Origin = 'cloud' | 'disk'
 
+export interface ListedScope {
+  scope: ParsedScope
+  resourceVersion: string
+}
+
 export class Collection {
   readonly entries = new Map<string, Entry>()
-  /** true once a whole list arrived; a collection that only has objects from gets is known too */
-  known = false
   origin: Origin = 'cloud'
   lastUpdate = 0
   /** kind of the items, learned from a list or an object, to name an empty list */
@@ -57,10 +45,23 @@ export class Collection {
   apiVersion = ''
   /** the resourceVersion of the newest whole list, which may be above every item's */
   listResourceVersion = 0n
-  /** the scopes listed whole since the hub started (`namespace=… labelSelector=… fieldSelector=…`) */
-  readonly scopes = new Set<string>()
+  /** the scopes listed whole (kept on disk): offline lists answer for these and narrower ones */
+  readonly listed = new Map<string, ListedScope>()
 
   constructor(readonly key: ResourceKey) {}
+
+  /** Whether anything is known: a scope listed, or objects fetched by name. */
+  get known(): boolean {
+    return this.listed.size > 0 || this.entries.size > 0
+  }
+
+  /** The listed scope that answers for `scope`, if any. */
+  coveringScope(scope: ParsedScope): ListedScope | undefined {
+    const exact = this.listed.get(scope.id)
+    if (exact) return exact
+    for (const listed of this.listed.values()) if (covers(listed.scope, scope)) return listed
+    return undefined
+  }
 
   /** bytes of all bodies, as sent by the apiserver */
   bytes(): number {
@@ -77,6 +78,18 @@ export class Collection {
       if (rv > max) max = rv
     }
     return max.toString()
+  }
+
+  meta(): CollectionMeta {
+    return {
+      listResourceVersion: this.listResourceVersion.toString(),
+      listed: [...this.listed.values()].map(({ scope, resourceVersion }) => ({
+        namespace: scope.namespace,
+        labelSelector: scope.labelSelector,
+        fieldSelector: scope.fieldSelector,
+        resourceVersion,
+      })),
+    }
   }
 }
 
@@ -96,80 +109,88 @@ function objectKey(namespace: string, name: string): string {
   return `${namespace}/${name}`
 }
 
-function toEntry(object: CachedObject): Entry {
-  const { body, ...meta } = object
-  if (object.format === 'protobuf') return { meta, labels: objectMeta(body).labels, size: body.length }
-  const document = JSON.parse(body.toString()) as { metadata?: { labels?: Record<string, string> } }
-  return { meta, labels: document.metadata?.labels ?? {}, size: body.length }
+function labelsOf(object: CachedObject): Record<string, string> {
+  if (object.format === 'protobuf') return objectMeta(object.body).labels
+  const document = JSON.parse(object.body.toString()) as { metadata?: { labels?: Record<string, string> } }
+  return document.metadata?.labels ?? {}
 }
 
-/** Field values known without the body: the object's name and namespace, and what a scope vouched for. */
-function knownField(meta: StoredMeta, path: string): string | undefined {
-  if (path === 'metadata.name') return meta.name
-  if (path === 'metadata.namespace') return meta.namespace
-  return meta.fields?.[path]
-}
-
-/**
- * Whether an entry is in a scope. Field selectors on other paths need the JSON body (`document`);
- * a protobuf object outside any scope that vouched for the field never matches: the hub does not
- * decode it beyond ObjectMeta.
- */
-function matchesScope(entry: Entry, scope: ParsedScope, document?: () => unknown): boolean {
-  if (scope.namespace && entry.meta.namespace !== scope.namespace) return false
-  if (!matchesLabels(scope.labels, entry.labels)) return false
-  for (const r of scope.fields.requirements) {
-    let value = knownField(entry.meta, r.field)
-    if (value === undefined && entry.meta.format === 'json' && document) value = fieldValue(document(), r.field)
-    if (value === undefined) return false
-    if (r.operator === '!=' ? value === r.value : value !== r.value) return false
-  }
-  return true
-}
-
-/** Whether a scope can be decided from the index alone, without reading bodies. */
-function needsBodies(scope: ParsedScope): boolean {
-  return scope.fields.requirements.some(r => r.field !== 'metadata.name' && r.field !== 'metadata.namespace')
-}
+const same = (a: readonly string[] | undefined, b: readonly string[] | undefined) => (a ?? []).length === (b ?? []).length && (a ?? []).every((x, i) => b![i] === x)
+const sameFields = (a: Record<string, string> | undefined, b: Record<string, string> | undefined) => JSON.stringify(a ?? {}) === JSON.stringify(b ?? {})
 
 export interface StoreOptions {
   /** bytes of object bodies kept in memory; the rest is read back from disk when asked for */
   maxBodyBytes?: number
+  /** first wait before a failed disk write is tried again (doubling up to a minute) */
+  retryMs?: number
+}
+
+/** What a scope holds, and whether that is known to be all of it. */
+export interface Selection {
+  items: CachedObject[]
+  resourceVersion: string
+  collection: Collection
+  /** a scope listed whole answers for this one: the items are everything the apiserver had */
+  complete: boolean
+  /** objects that belong here (or may) but whose body is gone: `namespace/name: why` */
+  lost: string[]
 }
 
 export class CacheStore {
   private readonly collections = new Map<string, Collection>()
   private readonly bodies: LRUCache<string, Buffer>
+  /** objects whose disk state lags memory (a write or removal failed), with their bodies pinned */
+  private readonly unsaved = new Map<string, { key: ResourceKey; namespace: string; name: string; body?: Buffer }>()
+  private retryTimer: NodeJS.Timeout | undefined
+  private retryDelay: number
+  /** interned scope lists: thousands of objects share a handful */
+  private readonly scopeLists = new Map<string, readonly string[]>()
+  readonly stats = { writeFailures: 0, lostObjects: 0 }
 
   constructor(
     private readonly disk: DiskCache | undefined,
     private readonly log: Logger,
-    options: StoreOptions = {},
+    private readonly options: StoreOptions = {},
   ) {
     // Without a disk there is nowhere to read an evicted body back from: keep them all.
     this.bodies = new LRUCache<string, Buffer>({
       maxSize: disk ? (options.maxBodyBytes ?? 256 * 1024 * 1024) : Number.MAX_SAFE_INTEGER,
       sizeCalculation: body => Math.max(1, body.length),
     })
+    this.retryDelay = options.retryMs ?? 1_000
   }
 
   private static bodyKey(key: ResourceKey, namespace: string, name: string): string {
     return `${CacheStore.collectionId(key)}\0${namespace}/${name}`
   }
 
-  private remember(key: ResourceKey, object: CachedObject): void {
-    this.bodies.set(CacheStore.bodyKey(key, object.namespace, object.name), object.body)
+  /** Objects whose latest state is not on disk yet (failed writes being retried). */
+  get unsavedCount(): number {
+    return this.unsaved.size
   }
 
-  /** The object with its body: from memory, or read back from disk after eviction. */
-  private async withBody(key: ResourceKey, meta: StoredMeta): Promise<CachedObject | undefined> {
+  /** The object with its body: from memory, or read back from disk after eviction; undefined when lost. */
+  private async withBody(key: ResourceKey, entry: Entry): Promise<CachedObject | undefined> {
+    const { meta } = entry
     const id = CacheStore.bodyKey(key, meta.namespace, meta.name)
-    let body = this.bodies.get(id)
-    if (!body && this.disk) {
-      body = await this.disk.readBody(key, meta.namespace, meta.name)
+    let body = this.bodies.get(id) ?? this.unsaved.get(id)?.body
+    if (!body && this.disk && !entry.lost) {
+      try {
+        body = await this.disk.readBody(key, meta.namespace, meta.name)
+        if (!body) this.markLost(key, entry, 'its cache file is gone')
+      } catch (error) {
+        this.markLost(key, entry, (error as Error).message)
+      }
       if (body) this.bodies.set(id, body)
     }
     return body ? { ...meta, body } : undefined
+  }
+
+  private markLost(key: ResourceKey, entry: Entry, why: string): void {
+    if (entry.lost) return
+    entry.lost = why
+    this.stats.lostObjects++
+    this.log.error({ component: key.component, resource: resourceDirName(key), object: objectKey(entry.meta.namespace, entry.meta.name), why }, 'cache: object body lost; lists that include it answer 503 until the cloud relists them')
   }
 
   get memory(): { bodies: number; bytes: number } {
@@ -199,80 +220,175 @@ export class CacheStore {
     return [...this.collections.values()]
   }
 
+  private interned(scopes: readonly string[] | undefined): readonly string[] | undefined {
+    if (!scopes || scopes.length === 0) return undefined
+    const id = scopes.join('\n')
+    let list = this.scopeLists.get(id)
+    if (!list) {
+      list = Object.freeze([...scopes])
+      this.scopeLists.set(id, list)
+    }
+    return list
+  }
+
   async load(): Promise<LoadReport | undefined> {
     if (!this.disk) return undefined
-    const report = await this.disk.load(({ key, object }) => {
+    const report = await this.disk.load(
+      ({ key, object }) => {
+        const collection = this.collection(key)
+        try {
+          object.scopes = this.interned(object.scopes)
+          collection.entries.set(objectKey(object.namespace, object.name), { meta: stripBody(object), labels: labelsOf(object), size: object.body.length })
+          this.bodies.set(CacheStore.bodyKey(key, object.namespace, object.name), object.body)
+        } catch (error) {
+          this.log.warn({ component: key.component, resource: key.resource, name: object.name, err: (error as Error).message }, 'cached object unreadable, skipped')
+          return
+        }
+        collection.origin = 'disk'
+        collection.kind ||= object.kind
+        collection.apiVersion ||= object.apiVersion
+      },
+      (key, meta) => {
+        const collection = this.collection(key)
+        collection.origin = 'disk'
+        collection.listResourceVersion = numericVersion(meta.listResourceVersion)
+        for (const l of meta.listed) {
+          try {
+            const scope = parseScope(l)
+            collection.listed.set(scope.id, { scope, resourceVersion: l.resourceVersion })
+          } catch {
+            // a selector this version cannot parse: that scope answers as never listed
+          }
+        }
+      },
+    )
+    // A file that could not be read stood for an object: it is missing, not absent.
+    for (const failure of report.failed) {
+      if (!failure.object) continue
+      const { key, namespace, name } = failure.object
       const collection = this.collection(key)
-      try {
-        collection.entries.set(objectKey(object.namespace, object.name), toEntry(object))
-        this.remember(key, object)
-      } catch (error) {
-        this.log.warn({ component: key.component, resource: key.resource, name: object.name, err: (error as Error).message }, 'cached object unreadable, skipped')
-        return
-      }
-      collection.known = true
-      collection.origin = 'disk'
-      collection.kind ||= object.kind
-      collection.apiVersion ||= object.apiVersion
-    })
+      const entry: Entry = { meta: { apiVersion: '', kind: '', namespace, name, resourceVersion: '', format: 'json' }, labels: {}, size: 0 }
+      collection.entries.set(objectKey(namespace, name), entry)
+      this.markLost(key, entry, failure.reason)
+    }
     this.log.info({ objects: report.loaded, failed: report.failed.length, collections: this.collections.size }, 'cache loaded')
     return report
   }
 
+  /** The object, undefined when not cached; throws LostObjectError when cached but its body is gone. */
   async get(key: ResourceKey, namespace: string, name: string): Promise<CachedObject | undefined> {
     const entry = this.find(key)?.entries.get(objectKey(namespace, name))
-    return entry ? this.withBody(key, entry.meta) : undefined
+    if (!entry) return undefined
+    const object = await this.withBody(key, entry)
+    if (!object) throw new LostObjectError([`${objectKey(namespace, name)}: ${entry.lost}`])
+    return object
   }
 
-  /** The objects of a scope, or undefined when the hub never saw this resource listed for this component. */
-  async list(key: ResourceKey, scope: ParsedScope): Promise<{ items: CachedObject[]; resourceVersion: string; collection: Collection } | undefined> {
+  /** The objects of a scope, or undefined when the hub holds nothing of this resource for this component. */
+  async list(key: ResourceKey, scope: ParsedScope): Promise<Selection | undefined> {
     const collection = this.find(key)
-    if (!collection || (!collection.known && collection.entries.size === 0)) return undefined
+    if (!collection || !collection.known) return undefined
     const resourceVersion = collection.maxResourceVersion()
     const items: CachedObject[] = []
-    const bodies = needsBodies(scope)
+    const lost: string[] = []
     for (const entry of [...collection.entries.values()]) {
-      if (bodies) {
-        // a field selector on other paths: the JSON body decides
-        const object = await this.withBody(key, entry.meta)
-        if (object && matchesScope(entry, scope, () => JSON.parse(object.body.toString()))) items.push(object)
+      if (entry.lost) {
+        // a lost object's labels may be unknown (an unreadable file): any list of its namespace may hold it
+        const unknown = entry.meta.resourceVersion === ''
+        if (unknown ? !scope.namespace || scope.namespace === entry.meta.namespace : inScope(indexed(entry), scope)) lost.push(`${objectKey(entry.meta.namespace, entry.meta.name)}: ${entry.lost}`)
         continue
       }
-      if (!matchesScope(entry, scope)) continue
-      // the common case, a body still in memory, without a microtask per item
       const body = this.bodies.get(CacheStore.bodyKey(key, entry.meta.namespace, entry.meta.name))
-      const object = body ? { ...entry.meta, body } : await this.withBody(key, entry.meta)
+      if (needsBodies(scope, entry.meta)) {
+        // a field selector on other paths: the JSON body decides
+        const object = await this.withBody(key, entry)
+        if (!object) {
+          lost.push(`${objectKey(entry.meta.namespace, entry.meta.name)}: ${entry.lost}`)
+          continue
+        }
+        let document: unknown
+        const fieldOf = (path: string) => (object.format === 'json' ? fieldValue((document ??= JSON.parse(object.body.toString())), path) : undefined)
+        if (inScope(indexed(entry), scope, fieldOf)) items.push(object)
+        continue
+      }
+      if (!inScope(indexed(entry), scope)) continue
+      // the common case, a body still in memory, without a microtask per item
+      const object = body ? { ...entry.meta, body } : await this.withBody(key, entry)
       if (object) items.push(object)
+      else lost.push(`${objectKey(entry.meta.namespace, entry.meta.name)}: ${entry.lost}`)
     }
-    items.sort((a, b) => (a.namespace === b.namespace ? cmp(a.name, b.name) : cmp(a.namespace, b.namespace)))
-    return { items, resourceVersion, collection }
-  }
-
-  /** A get response, or a watch ADDED/MODIFIED: stored unless the cache already holds something newer. */
-  async put(key: ResourceKey, object: CachedObject): Promise<void> {
-    const collection = this.collection(key)
-    this.learnKind(collection, object)
-    const id = objectKey(object.namespace, object.name)
-    const current = collection.entries.get(id)
-    if (current && !isNewer(object.resourceVersion, current.meta.resourceVersion)) return
-    collection.entries.set(id, toEntry(object))
-    this.remember(key, object)
-    collection.lastUpdate = Date.now()
-    collection.origin = 'cloud'
-    await this.disk?.put(key, object)
-  }
-
-  async remove(key: ResourceKey, namespace: string, name: string): Promise<void> {
-    const collection = this.find(key)
-    if (!collection?.entries.delete(objectKey(namespace, name))) return
-    this.bodies.delete(CacheStore.bodyKey(key, namespace, name))
-    collection.lastUpdate = Date.now()
-    await this.disk?.remove(key, namespace, name)
+    // the apiserver's order: storage keys, bytewise (continue tokens depend on it)
+    items.sort((a, b) => cmp(storageKey(a.namespace, a.name), storageKey(b.namespace, b.name)))
+    return { items, resourceVersion, collection, complete: collection.coveringScope(scope) !== undefined, lost }
   }
 
   /**
-   * A whole list of one scope (all pages): its items replace what the scope held, and cached objects
-   * of that scope the list no longer has are gone from the cloud. Other scopes are untouched.
+   * A get response (no scope), or a watch ADDED/MODIFIED through `via`: stored unless the cache
+   * already holds something newer. Field values and scopes already known are kept: a get carries
+   * none, and must not make kubelet's offline `spec.nodeName=` list forget its pod.
+   */
+  async put(key: ResourceKey, object: CachedObject, via?: ParsedScope): Promise<void> {
+    return this.write(key, object, via, false)
+  }
+
+  /** `authoritative`: a whole list's item, which replaces even a "newer" version. */
+  private async write(key: ResourceKey, object: CachedObject, via: ParsedScope | undefined, authoritative: boolean): Promise<void> {
+    const collection = this.collection(key)
+    collection.kind ||= object.kind
+    collection.apiVersion ||= object.apiVersion
+    const id = objectKey(object.namespace, object.name)
+    const current = collection.entries.get(id)
+    const scopes = this.interned(union(current?.meta.scopes, via?.id))
+    const fields = current?.meta.fields || object.fields ? { ...current?.meta.fields, ...object.fields } : undefined
+    if (current && !current.lost) {
+      if (!authoritative && !isNewer(object.resourceVersion, current.meta.resourceVersion)) return this.updateMembership(key, current, scopes, fields)
+      if (current.meta.resourceVersion === object.resourceVersion && same(current.meta.scopes, scopes) && sameFields(current.meta.fields, fields)) {
+        const body = this.bodies.get(CacheStore.bodyKey(key, object.namespace, object.name))
+        if (body?.equals(object.body)) return // what the cache already holds costs no write
+      }
+    }
+    const stored: CachedObject = { ...object, scopes, fields }
+    if (!fields) delete stored.fields
+    if (!scopes) delete stored.scopes
+    collection.entries.set(id, { meta: stripBody(stored), labels: labelsOf(stored), size: stored.body.length })
+    collection.lastUpdate = Date.now()
+    collection.origin = 'cloud'
+    await this.save(key, stored)
+  }
+
+  /** A newer or equal version is held: only what it belongs to may change. */
+  private async updateMembership(key: ResourceKey, entry: Entry, scopes: readonly string[] | undefined, fields: Record<string, string> | undefined): Promise<void> {
+    if (same(entry.meta.scopes, scopes) && sameFields(entry.meta.fields, fields)) return
+    entry.meta = { ...entry.meta, scopes, fields }
+    const object = await this.withBody(key, entry)
+    if (object) await this.save(key, object)
+  }
+
+  /**
+   * A DELETED seen through `via` (or a removal by name): the object leaves that scope, and the cache
+   * when no other scope holds it.
+   */
+  async remove(key: ResourceKey, namespace: string, name: string, via?: ParsedScope): Promise<void> {
+    const collection = this.find(key)
+    const entry = collection?.entries.get(objectKey(namespace, name))
+    if (!collection || !entry) return
+    collection.lastUpdate = Date.now()
+    const remaining = via && entry.meta.scopes ? entry.meta.scopes.filter(s => s !== via.id) : []
+    if (remaining.length > 0) return this.updateMembership(key, entry, this.interned(remaining), entry.meta.fields)
+    await this.drop(key, collection, entry)
+  }
+
+  private async drop(key: ResourceKey, collection: Collection, entry: Entry): Promise<void> {
+    const { namespace, name } = entry.meta
+    collection.entries.delete(objectKey(namespace, name))
+    this.bodies.delete(CacheStore.bodyKey(key, namespace, name))
+    await this.save(key, undefined, namespace, name)
+  }
+
+  /**
+   * A whole list of one scope (all pages): its items are that scope, and objects it held that the
+   * list no longer has leave it. An object of the scope's range held only through scopes this one
+   * covers is gone from the cloud; one that another, unrelated scope still holds stays there.
    */
   async replaceScope(
     key: ResourceKey,
@@ -288,45 +404,98 @@ export class CacheStore {
     const listed = new Set(items.map(o => objectKey(o.namespace, o.name)))
     const writes: Promise<void>[] = []
     for (const [id, entry] of collection.entries) {
-      // Without bodies, a field selector on other paths is decided from vouched-for values only.
-      if (!listed.has(id) && matchesScope(entry, scope)) {
-        collection.entries.delete(id)
-        this.bodies.delete(CacheStore.bodyKey(key, entry.meta.namespace, entry.meta.name))
-        writes.push(this.disk?.remove(key, entry.meta.namespace, entry.meta.name) ?? Promise.resolve())
+      if (listed.has(id)) continue
+      const scopes = entry.meta.scopes
+      if (scopes?.includes(scope.id)) {
+        const remaining = scopes.filter(s => s !== scope.id)
+        writes.push(remaining.length > 0 ? this.updateMembership(key, entry, this.interned(remaining), entry.meta.fields) : this.drop(key, collection, entry))
+      } else if (inScope(indexed(entry), scope) && (scopes ?? []).every(s => { const other = collection.listed.get(s); return other !== undefined && covers(scope, other.scope) })) {
+        writes.push(this.drop(key, collection, entry))
       }
     }
     // A whole list is the apiserver's word on its scope: it replaces even a "newer" cached version
     // (a cluster restored from backup counts from a lower resourceVersion again).
-    for (const object of items) {
-      collection.entries.set(objectKey(object.namespace, object.name), toEntry(object))
-      this.remember(key, object)
-      writes.push(this.disk?.put(key, object) ?? Promise.resolve())
-    }
-    collection.known = true
+    for (const object of items) writes.push(this.write(key, object, scope, true))
+    collection.listed.set(scope.id, { scope, resourceVersion: list.resourceVersion })
     collection.origin = 'cloud'
     collection.lastUpdate = Date.now()
-    collection.scopes.add(describeScope(scope))
+    writes.push(this.disk?.putCollectionMeta(key, collection.meta()).catch(error => this.log.error({ err: (error as Error).message }, 'cache: scope list not saved')) ?? Promise.resolve())
     await Promise.all(writes)
   }
 
-  private learnKind(collection: Collection, object: CachedObject): void {
-    collection.kind ||= object.kind
-    collection.apiVersion ||= object.apiVersion
+  /**
+   * Writes (or removes) one object on disk. A failure is logged and counted, the body stays pinned
+   * in memory, and the write is tried again later with whatever memory holds then.
+   */
+  private async save(key: ResourceKey, object: CachedObject | undefined, namespace = object!.namespace, name = object!.name): Promise<void> {
+    const id = CacheStore.bodyKey(key, namespace, name)
+    if (object) this.bodies.set(id, object.body)
+    if (!this.disk) return
+    try {
+      await (object ? this.disk.put(key, object) : this.disk.remove(key, namespace, name))
+      // landed, and it is what memory holds now: nothing left to catch up on
+      const current = this.find(key)?.entries.get(objectKey(namespace, name))
+      if (object ? current !== undefined && this.currentBody(id) === object.body : current === undefined) this.unsaved.delete(id)
+    } catch (error) {
+      this.stats.writeFailures++
+      if (!this.unsaved.has(id)) this.log.error({ component: key.component, resource: resourceDirName(key), object: objectKey(namespace, name), err: (error as Error).message }, 'cache: write failed; kept in memory and retried')
+      this.unsaved.set(id, { key, namespace, name, body: object?.body ?? this.unsaved.get(id)?.body })
+      this.scheduleRetry()
+    }
+  }
+
+  private currentBody(id: string): Buffer | undefined {
+    return this.bodies.get(id) ?? this.unsaved.get(id)?.body
+  }
+
+  private scheduleRetry(): void {
+    if (this.retryTimer) return
+    this.retryTimer = setTimeout(() => void this.retryUnsaved(), this.retryDelay)
+    this.retryTimer.unref()
+  }
+
+  /** Writes memory's current state of every object whose disk state lags behind. */
+  private async retryUnsaved(): Promise<void> {
+    const failuresBefore = this.stats.writeFailures
+    for (const [id, pending] of [...this.unsaved]) {
+      const entry = this.find(pending.key)?.entries.get(objectKey(pending.namespace, pending.name))
+      const body = this.currentBody(id)
+      await this.save(pending.key, entry && body ? { ...entry.meta, body } : undefined, pending.namespace, pending.name)
+    }
+    this.retryTimer = undefined
+    this.retryDelay = this.stats.writeFailures > failuresBefore ? Math.min(this.retryDelay * 2, 60_000) : (this.options.retryMs ?? 1_000)
+    if (this.unsaved.size > 0) this.scheduleRetry()
   }
 
   async flush(): Promise<void> {
     await this.disk?.flush()
   }
+
+  close(): void {
+    if (this.retryTimer) clearTimeout(this.retryTimer)
+  }
 }
 
-/** A scope as operators write it; the empty scope is the whole resource. */
-export function describeScope(scope: Scope): string {
-  const parts = [
-    scope.namespace && `namespace=${scope.namespace}`,
-    scope.labelSelector && `labelSelector=${scope.labelSelector}`,
-    scope.fieldSelector && `fieldSelector=${scope.fieldSelector}`,
-  ].filter(Boolean)
-  return parts.length > 0 ? parts.join(' ') : 'all'
+/** Cached, but not readable: an offline answer that would include it would be incomplete. */
+export class LostObjectError extends Error {
+  constructor(readonly lost: string[]) {
+    super(`${lost.length} cached object(s) cannot be read (${lost.slice(0, 3).join('; ')}${lost.length > 3 ? '; …' : ''})`)
+    this.name = 'LostObjectError'
+  }
+}
+
+function stripBody(object: CachedObject): StoredMeta {
+  const { body: _body, ...meta } = object
+  return meta
+}
+
+function indexed(entry: Entry) {
+  return { namespace: entry.meta.namespace, name: entry.meta.name, labels: entry.labels, fields: entry.meta.fields }
+}
+
+function union(scopes: readonly string[] | undefined, add: string | undefined): readonly string[] | undefined {
+  if (add === undefined || scopes?.includes(add)) return scopes
+  return [...(scopes ?? []), add].sort()
 }
 
 function cmp(a: string, b: string): number {

@@ -34,6 +34,12 @@ export interface CachedObject {
    * field selectors on protobuf objects, which the hub does not decode beyond ObjectMeta.
    */
   fields?: Record<string, string>
+  /**
+   * Ids of the list and watch scopes the object arrived through (ParsedScope.id). A DELETED or a
+   * relist of one scope takes the object out of that scope; it leaves the cache when no scope holds
+   * it. Absent for objects only fetched by name, or cached before scopes were kept.
+   */
+  scopes?: readonly string[]
 }
 
 /** The directory name of a resource on disk: `<resource>.<version>.<group>`, core group as `core`. */

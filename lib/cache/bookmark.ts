@@ -1,0 +1,43 @@
+// BOOKMARK events of the hub's own making (offline watches): the object carries only its kind and a
+// resourceVersion, plus, at the end of WatchList's initial events, the annotation
+// `k8s.io/initial-events-end: "true"` that tells a client-go reflector it is in sync.
+import type { WireFormat } from './types.ts'
+import { encodeUnknown, encodeWatchEvent } from '../codec/protobuf.ts'
+import { lenFieldSize, writeLenHeader, writeStringField } from '../codec/wire.ts'
+
+export const initialEventsEndAnnotation = 'k8s.io/initial-events-end'
+
+export function bookmarkFrame(format: WireFormat, kind: string, apiVersion: string, resourceVersion: string, initialEventsEnd: boolean): Buffer {
+  if (format === 'json') {
+    const metadata: Record<string, unknown> = { resourceVersion, creationTimestamp: null }
+    if (initialEventsEnd) metadata.annotations = { [initialEventsEndAnnotation]: 'true' }
+    return Buffer.from(JSON.stringify({ type: 'BOOKMARK', object: { kind, apiVersion, metadata } }) + '\n')
+  }
+  return encodeWatchEvent('BOOKMARK', encodeUnknown({ apiVersion, kind, raw: protobufBookmarkObject(resourceVersion, initialEventsEnd) }))
+}
+
+/**
+ * An object holding only ObjectMeta, written as the apiserver writes a bookmark's: every string
+ * field present (empty), resourceVersion (6), generation 0 (7), an empty creationTimestamp (8),
+ * the annotation map entry (12) when asked, and the empty clusterName (15).
+ */
+function protobufBookmarkObject(resourceVersion: string, initialEventsEnd: boolean): Buffer {
+  const rvLength = Buffer.byteLength(resourceVersion)
+  const key = Buffer.from(initialEventsEndAnnotation)
+  const entry = initialEventsEnd ? lenFieldSize(1, key.length) + lenFieldSize(2, 4) : 0
+  const meta = 5 * 2 + lenFieldSize(6, rvLength) + 2 + 2 + (initialEventsEnd ? lenFieldSize(12, entry) : 0) + 2
+  const out = Buffer.alloc(lenFieldSize(1, meta))
+  let pos = writeLenHeader(out, 0, 1, meta)
+  for (const field of [1, 2, 3, 4, 5]) pos = writeLenHeader(out, pos, field, 0)
+  pos = writeStringField(out, pos, 6, resourceVersion, rvLength)
+  out[pos++] = 7 << 3 // generation, varint 0
+  out[pos++] = 0
+  pos = writeLenHeader(out, pos, 8, 0)
+  if (initialEventsEnd) {
+    pos = writeLenHeader(out, pos, 12, entry)
+    pos = writeStringField(out, pos, 1, initialEventsEndAnnotation, key.length)
+    pos = writeStringField(out, pos, 2, 'true', 4)
+  }
+  writeLenHeader(out, pos, 15, 0)
+  return out
+}

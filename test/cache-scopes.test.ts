@@ -1,0 +1,163 @@
+// What the cache keeps about where objects came from, on a real disk and across restarts: field
+// values a scope vouched for, the scopes each object belongs to, the scopes listed whole and the
+// newest list version; and what it does when the disk fails it.
+import t from 'tap'
+import { mkdtemp, rm, unlink, writeFile } from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import { pino } from 'pino'
+import { DiskCache } from '../lib/cache/disk.ts'
+import { CacheStore, LostObjectError } from '../lib/cache/store.ts'
+import { Recorder, resourceKeyOf, scopeOf } from '../lib/cache/recorder.ts'
+import { parseScope } from '../lib/cache/scope.ts'
+import { classify } from '../lib/requestinfo.ts'
+import { decodeUnknown, encodeUnknown, objectMeta, splitList, withResourceVersion } from '../lib/codec/protobuf.ts'
+import type { CachedObject, ResourceKey } from '../lib/cache/types.ts'
+import { fixtureBytes } from './helpers/fixtures.ts'
+import { eventually } from './helpers/hub.ts'
+
+const log = pino({ level: process.env.OUTPOST_TEST_LOG ?? 'silent' })
+const kubeletUA = 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89'
+
+async function cacheDir(t: Tap.Test): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'outpost-scopes-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  return dir
+}
+
+async function openStore(dir: string, options: { maxBodyBytes?: number; retryMs?: number } = {}): Promise<{ store: CacheStore; disk: DiskCache; recorder: Recorder }> {
+  const disk = await DiskCache.open(dir, log)
+  const store = new CacheStore(disk, log, options)
+  await store.load()
+  return { store, disk, recorder: new Recorder(store, log) }
+}
+
+const names = (items: CachedObject[]) => items.map(o => o.name)
+
+t.test("a GET of kubelet's pod never makes its offline spec.nodeName list forget it, before or after a restart", async t => {
+  const dir = await cacheDir(t)
+  const { store, recorder } = await openStore(dir)
+  const list = classify('GET', '/api/v1/pods?fieldSelector=spec.nodeName%3Dkind-worker2&resourceVersion=0', kubeletUA)
+  await recorder.recordListPage(list, 'protobuf', fixtureBytes('list-pods-kind-worker2.pb'))
+  const items = splitList(decodeUnknown(fixtureBytes('list-pods-kind-worker2.pb')).raw).items
+  const pod = objectMeta(Buffer.from(items[0]))
+  const get = classify('GET', `/api/v1/namespaces/${pod.namespace}/pods/${pod.name}`, kubeletUA)
+  // kubelet GETs the pod before each status PATCH: the same version, then a newer one
+  await recorder.recordObject(get, 'protobuf', encodeUnknown({ apiVersion: 'v1', kind: 'Pod', raw: Buffer.from(items[0]) }))
+  const newer = String(Number(pod.resourceVersion) + 1000)
+  await recorder.recordObject(get, 'protobuf', encodeUnknown({ apiVersion: 'v1', kind: 'Pod', raw: withResourceVersion(Buffer.from(items[0]), newer) }))
+
+  const scope = scopeOf(list)
+  const before = (await store.list(resourceKeyOf(list), scope))!
+  t.ok(names(before.items).includes(pod.name), 'still in the node’s list')
+  t.equal(before.items.find(o => o.name === pod.name)?.resourceVersion, newer, 'with the newer body')
+  t.equal(before.items.length, items.length)
+  await store.flush()
+
+  const restarted = await openStore(dir)
+  const after = (await restarted.store.list(resourceKeyOf(list), scope))!
+  t.ok(after.complete, 'the listed scope is known after a restart')
+  t.same(names(after.items).sort(), names(before.items).sort(), 'and after a restart')
+})
+
+const cm = (name: string, rv: number, labels: Record<string, string>): CachedObject => ({
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  namespace: 'default',
+  name,
+  resourceVersion: String(rv),
+  format: 'json',
+  body: Buffer.from(JSON.stringify({ kind: 'ConfigMap', apiVersion: 'v1', metadata: { name, namespace: 'default', resourceVersion: String(rv), labels } })),
+})
+const key: ResourceKey = { component: 'kubelet', group: '', version: 'v1', resource: 'configmaps' }
+const byApp = parseScope({ namespace: '', labelSelector: 'app=a', fieldSelector: '' })
+const byTier = parseScope({ namespace: '', labelSelector: 'tier=web', fieldSelector: '' })
+const everything = parseScope({ namespace: '', labelSelector: '', fieldSelector: '' })
+
+t.test('a DELETED seen through one scope leaves the object in another scope that holds it', async t => {
+  const dir = await cacheDir(t)
+  const { store } = await openStore(dir)
+  const both = cm('both', 10, { app: 'a', tier: 'web' })
+  await store.replaceScope(key, byApp, { items: [both, cm('only-app', 11, { app: 'a' })], kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '20' })
+  await store.replaceScope(key, byTier, { items: [both], kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '21' })
+  // its app label changed: the app=a watch sees it leave (DELETED), the tier=web watch a MODIFIED
+  await store.remove(key, 'default', 'both', byApp)
+  await store.put(key, cm('both', 22, { app: 'b', tier: 'web' }), byTier)
+  t.same(names((await store.list(key, byTier))!.items), ['both'], 'the other scope still serves it')
+  t.same(names((await store.list(key, byApp))!.items), ['only-app'], 'the scope it left does not')
+  await store.flush()
+  const restarted = await openStore(dir)
+  t.same(names((await restarted.store.list(key, byTier))!.items), ['both'], 'the same after a restart')
+  await restarted.store.remove(key, 'default', 'both', byTier)
+  t.same(names((await restarted.store.list(key, byTier))!.items), [], 'gone once no scope holds it')
+  t.equal(await restarted.store.get(key, 'default', 'both'), undefined)
+})
+
+t.test('a relist removes what its scope no longer has, and only that', async t => {
+  const { store } = await openStore(await cacheDir(t))
+  await store.replaceScope(key, byApp, { items: [cm('x', 10, { app: 'a', tier: 'web' })], kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '20' })
+  await store.replaceScope(key, byTier, { items: [cm('x', 10, { app: 'a', tier: 'web' })], kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '20' })
+  await store.replaceScope(key, byApp, { items: [], kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '30' })
+  t.same(names((await store.list(key, byTier))!.items), ['x'], 'tier=web did not list it away')
+  await store.replaceScope(key, everything, { items: [], kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '40' })
+  t.same(names((await store.list(key, byTier))!.items), [], 'a list of everything is the word on every narrower scope')
+})
+
+t.test('the scopes listed whole and the newest list version survive a restart', async t => {
+  const dir = await cacheDir(t)
+  const { store } = await openStore(dir)
+  await store.replaceScope(key, byApp, { items: [cm('x', 10, { app: 'a' })], kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '500' })
+  await store.flush()
+  const restarted = await openStore(dir)
+  const selection = (await restarted.store.list(key, parseScope({ namespace: 'default', labelSelector: 'app=a', fieldSelector: '' })))!
+  t.ok(selection.complete, 'a narrower scope of the listed one is answered whole')
+  t.equal(selection.resourceVersion, '500', 'at the version of the list, not only of its newest item')
+  t.notOk((await restarted.store.list(key, everything))!.complete, 'a wider scope is not')
+})
+
+t.test('a relist of what the cache already holds writes nothing', async t => {
+  const { store, disk } = await openStore(await cacheDir(t))
+  const items = Array.from({ length: 20 }, (_, i) => cm(`cm-${i}`, 100 + i, { app: 'a' }))
+  await store.replaceScope(key, byApp, { items, kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '200' })
+  await store.flush()
+  const writes = disk.stats.writes
+  await store.replaceScope(key, byApp, { items: items.map(o => ({ ...o, body: Buffer.from(o.body) })), kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '200' })
+  await store.flush()
+  t.equal(disk.stats.writes - writes, 1, 'only the scope list is written again, no object')
+  await store.put(key, { ...items[0], body: Buffer.from(items[0].body) }, byApp)
+  await store.flush()
+  t.equal(disk.stats.writes - writes, 1, 'nor by a watch event that repeats it')
+})
+
+t.test('a write the disk refuses stays in memory, is counted, and lands once the disk takes it', async t => {
+  const dir = await cacheDir(t)
+  const { store, disk } = await openStore(dir, { retryMs: 50 })
+  t.teardown(() => store.close())
+  // a file where the namespace directory should be: every write under it fails
+  const blocker = path.join(dir, 'kubelet', 'configmaps.v1.core', 'default')
+  await store.replaceScope(key, everything, { items: [], kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '1' })
+  await store.flush()
+  await writeFile(blocker, 'not a directory')
+  await store.put(key, cm('x', 10, { app: 'a' }), everything)
+  t.ok(store.stats.writeFailures >= 1, 'the failure is counted')
+  t.equal(store.unsavedCount, 1, 'and the object is held as unsaved')
+  t.same(names((await store.list(key, everything))!.items), ['x'], 'memory still answers with it')
+  await unlink(blocker)
+  await eventually(() => store.unsavedCount === 0, 10_000, 'the retry to land')
+  await disk.flush()
+  const restarted = await openStore(dir)
+  t.same(names((await restarted.store.list(key, everything))!.items), ['x'], 'on disk now')
+})
+
+t.test('an object whose file vanished is reported, not dropped from a list that claims to be whole', async t => {
+  const dir = await cacheDir(t)
+  const { store } = await openStore(dir, { maxBodyBytes: 1 })
+  await store.replaceScope(key, everything, { items: [cm('a', 10, {}), cm('b', 11, {})], kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '20' })
+  await store.flush()
+  await unlink(path.join(dir, 'kubelet', 'configmaps.v1.core', 'default', 'b'))
+  const selection = (await store.list(key, everything))!
+  t.same(names(selection.items), ['a'])
+  t.match(selection.lost, [/default\/b/], 'the list says what it lacks')
+  await t.rejects(store.get(key, 'default', 'b'), LostObjectError)
+  t.equal(store.stats.lostObjects, 1)
+})
