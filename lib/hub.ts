@@ -108,7 +108,10 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
   const report = await store.load()
   metrics.cacheLoadErrors.inc(report?.failed.length ?? 0)
   metrics.cacheLoadedObjects.set(report?.loaded ?? 0)
-  metrics.observeCache(() => store.all())
+  metrics.observeCache(
+    () => store.all(),
+    () => ({ writeFailures: store.stats.writeFailures, unsaved: store.unsavedCount, lost: store.stats.lostObjects }),
+  )
   const recorder = new Recorder(store, log)
   const checker = health
 
@@ -189,6 +192,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
       streams.endUpstreamWatches()
       await Promise.allSettled([proxy.close(), admin.close(), secure?.close()])
       await store.flush()
+      store.close()
       await upstream.close()
     },
   }

@@ -9,6 +9,13 @@ import { resourceDirName } from './cache/types.ts'
 /** who answered: an apiserver, the cache, or the hub itself (a refusal, a Lease acknowledged offline, a 413) */
 export type Source = 'cloud' | 'cache' | 'hub'
 
+/** How well the disk keeps up: failed writes (retried), objects not on disk yet, bodies lost. */
+export interface CacheHealth {
+  writeFailures: number
+  unsaved: number
+  lost: number
+}
+
 /** What the proxy tells about each request: when it ends, and while a watch is open. */
 export interface RequestObserver {
   requestDone(info: RequestInfo, code: number, source: Source, seconds: number): void
@@ -27,19 +34,41 @@ export interface Metrics extends RequestObserver {
   droppedEndpoints: Counter
   refilterEvents: Counter
   /** cache objects and bytes by component and resource, read from the store at each scrape */
-  observeCache(collections: () => Collection[]): void
+  observeCache(collections: () => Collection[], health?: () => CacheHealth): void
 }
 
-// Components come from User-Agent headers, which any client chooses: bound what becomes a label.
-const maxComponentLength = 64
+/**
+ * A label whose values come from clients (User-Agent, the resource in a path): the first `max`
+ * distinct values are kept, anything after is `other`, so no client can grow the metrics without
+ * limit. Values are cut at 64 characters and must look like names.
+ */
+export class BoundedLabel {
+  private readonly seen = new Set<string>()
 
-function componentLabel(info: RequestInfo): string {
-  const component = info.component.slice(0, maxComponentLength)
-  return /^[A-Za-z0-9._-]*$/.test(component) ? component : 'other'
+  constructor(
+    private readonly max: number,
+    known: string[] = [],
+  ) {
+    for (const value of known) this.seen.add(value)
+  }
+
+  of(value: string): string {
+    const cut = value.slice(0, 64)
+    if (!/^[A-Za-z0-9._/-]*$/.test(cut)) return 'other'
+    if (this.seen.has(cut)) return cut
+    if (this.seen.size >= this.max) return 'other'
+    this.seen.add(cut)
+    return cut
+  }
 }
+
+const knownComponents = ['kubelet', 'kube-proxy', 'coredns', 'flanneld', 'nginx-ingress-controller', 'kubectl', 'outpost', '']
 
 export function createMetrics(): Metrics {
   const registry = new Registry()
+  const components = new BoundedLabel(64, knownComponents)
+  const resources = new BoundedLabel(256)
+  const componentLabel = (info: RequestInfo) => components.of(info.component)
   const requests = new Counter({
     name: 'outpost_requests_total',
     help: 'Requests by component (User-Agent), verb, resource, HTTP code and source (cloud, cache, hub); 499 = the client went away first',
@@ -66,6 +95,32 @@ export function createMetrics(): Metrics {
     registers: [registry],
   })
   let collections: () => Collection[] = () => []
+  let cacheHealth: () => CacheHealth = () => ({ writeFailures: 0, unsaved: 0, lost: 0 })
+  const fromHealth = (value: (h: CacheHealth) => number) =>
+    function (this: Gauge) {
+      this.set(value(cacheHealth()))
+    }
+  new Counter({
+    name: 'outpost_cache_write_failures_total',
+    help: 'Cache writes (and removals) the disk refused; each is kept in memory and retried until it lands',
+    registers: [registry],
+    collect() {
+      this.reset()
+      this.inc(cacheHealth().writeFailures)
+    },
+  })
+  new Gauge({
+    name: 'outpost_cache_unsaved_objects',
+    help: 'Objects whose latest state is not on disk yet because a write failed (retried with backoff)',
+    registers: [registry],
+    collect: fromHealth(h => h.unsaved),
+  })
+  new Gauge({
+    name: 'outpost_cache_lost_objects',
+    help: 'Cached objects whose file vanished or broke: offline answers that would include them are 503 until the cloud relists them',
+    registers: [registry],
+    collect: fromHealth(h => h.lost),
+  })
   const perCollection = (value: (c: Collection) => number) =>
     function (this: Gauge<'component' | 'resource'>) {
       this.reset()
@@ -105,13 +160,14 @@ export function createMetrics(): Metrics {
     filteredObjects: new Counter({ name: 'outpost_filter_changed_objects_total', help: 'Objects the service topology filter changed', registers: [registry] }),
     droppedEndpoints: new Counter({ name: 'outpost_filter_dropped_endpoints_total', help: 'Endpoints (or Endpoints addresses) the service topology filter dropped', registers: [registry] }),
     refilterEvents: new Counter({ name: 'outpost_refilter_events_total', help: 'MODIFIED events sent to open watches because the topology changed', registers: [registry] }),
-    observeCache(read) {
+    observeCache(read, health) {
       collections = read
+      if (health) cacheHealth = health
     },
     requestDone(info, code, source, seconds) {
       const component = componentLabel(info)
       // non-resource paths stay '' (any client can make up paths: labels would be unbounded)
-      const resource = qualifiedResource(info)
+      const resource = resources.of(qualifiedResource(info))
       requests.inc({ component, verb: info.verb, resource, code: String(code), source })
       if (info.verb !== 'watch') durations.observe({ component, verb: info.verb, resource, source }, seconds)
       if (source === 'cache') servedFromCache.inc({ component, verb: info.verb, resource })

@@ -127,12 +127,14 @@ interface Page {
 
 /** limit/continue as the apiserver pages (resourceVersion=0 reads the watch cache, which ignores limit). */
 function paginate(info: RequestInfo, items: CachedObject[], resourceVersion: string, scope: ParsedScope): Page | Status {
+  // keys in tokens are relative to the list's own prefix: a namespaced list's are bare names
+  const keyOf = (o: CachedObject) => (info.namespace ? o.name : storageKey(o.namespace, o.name))
   const token = info.query.get('continue')
   let start = 0
   if (token) {
     const decoded = decodeContinue(token)
     if (typeof decoded === 'string') return failure(400, decoded)
-    start = items.findIndex(o => storageKey(o.namespace, o.name) >= decoded.start)
+    start = items.findIndex(o => keyOf(o) >= decoded.start)
     if (start === -1) start = items.length
   }
   const limit = Number(info.query.get('limit'))
@@ -141,7 +143,7 @@ function paginate(info: RequestInfo, items: CachedObject[], resourceVersion: str
   const rest = items.length - start - page.length
   if (rest <= 0) return { items: page, continue: '' }
   const last = page[page.length - 1]
-  const next = encodeContinue({ rv: Number(resourceVersion) || 1, start: `${storageKey(last.namespace, last.name)}\u0000` })
+  const next = encodeContinue({ rv: Number(resourceVersion) || 1, start: `${keyOf(last)}\u0000` })
   const selectors = scope.labels.requirements.length > 0 || scope.fields.requirements.length > 0
   return selectors ? { items: page, continue: next } : { items: page, continue: next, remainingItemCount: rest }
 }

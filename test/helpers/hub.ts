@@ -95,3 +95,15 @@ export async function freePort(): Promise<number> {
   server.close()
   return port
 }
+
+/** The cloud refuses every connection; resolves once the hub has declared it offline. */
+export async function goDark(h: Pick<Harness, 'simulator' | 'hub'>): Promise<void> {
+  await h.simulator.setFault('refuse')
+  await eventually(() => h.hub.health.state === 'offline', 10_000, 'the hub to declare the cloud offline')
+}
+
+/** The cloud answers again; resolves once the hub has declared it online. */
+export async function comeBack(h: Pick<Harness, 'simulator' | 'hub'>): Promise<void> {
+  await h.simulator.setFault('none')
+  await eventually(() => h.hub.health.state === 'online', 10_000, 'the hub to declare the cloud online')
+}
