@@ -19,7 +19,7 @@ import { eventually } from './helpers/hub.ts'
 const log = pino({ level: process.env.OUTPOST_TEST_LOG ?? 'silent' })
 const kubeletUA = 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89'
 
-async function cacheDir(t: Tap.Test): Promise<string> {
+async function cacheDir(t: { teardown(fn: () => unknown): void }): Promise<string> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'outpost-scopes-'))
   t.teardown(() => rm(dir, { recursive: true, force: true }))
   return dir
