@@ -161,3 +161,21 @@ t.test('an object whose file vanished is reported, not dropped from a list that 
   await t.rejects(store.get(key, 'default', 'b'), LostObjectError)
   t.equal(store.stats.lostObjects, 1)
 })
+
+t.test("JSON objects are stored as the apiserver's bytes: integers past 2^53 survive, nothing is re-serialized", async t => {
+  const { store, recorder } = await openStore(await cacheDir(t))
+  const big = '9007199254740993'
+  const item = `{"metadata":{"name":"p","namespace":"default","resourceVersion":"7","labels":{"app":"a"}},"spec":{"activeDeadlineSeconds":${big},"x":"caf\\u00e9 \\"q\\" ]}"}}`
+  const list = Buffer.from(`{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"9"},"items":[${item}, {"metadata":{"name":"q","namespace":"default","resourceVersion":"8"}}]}`)
+  const info = classify('GET', '/api/v1/pods', kubeletUA)
+  await recorder.recordListPage(info, 'json', list)
+  const stored = (await store.list(resourceKeyOf(info), scopeOf(info)))!
+  t.equal(stored.items[0].body.toString(), `{"kind":"Pod","apiVersion":"v1",${item.slice(1)}`, 'the item, byte for byte, with its kind in front')
+  t.ok(stored.complete)
+  t.same(names((await store.list(resourceKeyOf(info), parseScope({ namespace: '', labelSelector: 'app=a', fieldSelector: '' })))!.items), ['p'], 'labels read from the bytes')
+
+  const event = `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"default","resourceVersion":"10"},"spec":{"activeDeadlineSeconds":${big}}}`
+  const watch = classify('GET', '/api/v1/pods?watch=true&resourceVersion=9', kubeletUA)
+  await recorder.recordEvent(watch, 'json', Buffer.from(`{"type":"MODIFIED","object":${event}}\n`), scopeOf(watch))
+  t.equal((await store.get(resourceKeyOf(info), 'default', 'p'))!.body.toString(), event, "a watch event's object, byte for byte")
+})

@@ -2,6 +2,8 @@
 // decoded: Tables and metadata-only answers (`;as=…` in the Content-Type) are views, not objects.
 import type { CachedObject, WireFormat } from './types.ts'
 import { initialEventsEndAnnotation } from './bookmark.ts'
+import { elementRanges, memberRanges, withTypeMeta } from '../codec/json-scan.ts'
+import type { Range } from '../codec/json-scan.ts'
 import { decodeUnknown, decodeWatchEvent, isProtobuf, objectMeta, splitList } from '../codec/protobuf.ts'
 
 export function formatOf(contentType: string | undefined): WireFormat | undefined {
@@ -13,17 +15,29 @@ export function formatOf(contentType: string | undefined): WireFormat | undefine
   return undefined
 }
 
-interface JsonObject {
-  kind?: string
-  apiVersion?: string
-  metadata?: { name?: string; namespace?: string; resourceVersion?: string; continue?: string }
-  items?: JsonObject[]
+interface JsonMeta {
+  name?: string
+  namespace?: string
+  resourceVersion?: string
+  continue?: string
+  labels?: Record<string, string>
+  annotations?: Record<string, string>
 }
 
-function fromJson(document: JsonObject, kind: string, apiVersion: string, body?: Buffer): CachedObject {
-  const meta = document.metadata ?? {}
-  if (!meta.name) throw new Error(`${kind} without metadata.name`)
-  const complete = document.kind && document.apiVersion ? document : { kind, apiVersion, ...document }
+const typeMembers = ['kind', 'apiVersion', 'metadata'] as const
+
+/**
+ * One JSON object from its bytes (`start`..`end` of `buf`): only kind, apiVersion and metadata are
+ * parsed; the body is the apiserver's bytes (copied, so a list's buffer is not pinned), with kind
+ * and apiVersion put in front when the object lacks them (list items do).
+ */
+function fromJsonBytes(buf: Buffer, start: number, end: number, kind: string, apiVersion: string): CachedObject {
+  const members = memberRanges(buf, typeMembers, start, end)
+  const metaRange = members.get('metadata')
+  const meta = (metaRange ? JSON.parse(buf.toString('utf8', metaRange.start, metaRange.end)) : {}) as JsonMeta
+  if (!meta?.name) throw new Error(`${kind || 'object'} without metadata.name`)
+  const raw = buf.subarray(start, end)
+  const typed = members.has('kind') && members.has('apiVersion')
   return {
     apiVersion,
     kind,
@@ -31,8 +45,17 @@ function fromJson(document: JsonObject, kind: string, apiVersion: string, body?:
     name: meta.name,
     resourceVersion: meta.resourceVersion ?? '',
     format: 'json',
-    body: body && complete === document ? body : Buffer.from(JSON.stringify(complete)),
+    body: typed ? Buffer.from(raw) : withTypeMeta(raw, kind, apiVersion),
+    labels: meta.labels ?? {},
   }
+}
+
+/** A top-level string member's value ('' when absent or not a string). */
+function stringMember(buf: Buffer, members: Map<string, Range>, name: string): string {
+  const range = members.get(name)
+  if (!range) return ''
+  const value = JSON.parse(buf.toString('utf8', range.start, range.end)) as unknown
+  return typeof value === 'string' ? value : ''
 }
 
 function fromProtobufRaw(raw: Buffer, kind: string, apiVersion: string): CachedObject {
@@ -45,8 +68,8 @@ export function decodeObject(format: WireFormat, body: Buffer): CachedObject {
     const unknown = decodeUnknown(body)
     return fromProtobufRaw(Buffer.from(unknown.raw), unknown.kind, unknown.apiVersion)
   }
-  const document = JSON.parse(body.toString()) as JsonObject
-  return fromJson(document, document.kind ?? '', document.apiVersion ?? '', body)
+  const members = memberRanges(body, ['kind', 'apiVersion'])
+  return fromJsonBytes(body, 0, body.length, stringMember(body, members, 'kind'), stringMember(body, members, 'apiVersion'))
 }
 
 export interface DecodedList {
@@ -72,15 +95,18 @@ export function decodeList(format: WireFormat, body: Buffer): DecodedList {
       items: parts.items.map(item => fromProtobufRaw(Buffer.from(item), kind, unknown.apiVersion)),
     }
   }
-  const document = JSON.parse(body.toString()) as JsonObject
-  const kind = (document.kind ?? '').replace(/List$/, '')
-  const apiVersion = document.apiVersion ?? ''
+  const members = memberRanges(body, ['kind', 'apiVersion', 'metadata', 'items'])
+  const kind = stringMember(body, members, 'kind').replace(/List$/, '')
+  const apiVersion = stringMember(body, members, 'apiVersion')
+  const metaRange = members.get('metadata')
+  const meta = (metaRange ? JSON.parse(body.toString('utf8', metaRange.start, metaRange.end)) : {}) as JsonMeta
+  const itemsRange = members.get('items')
   return {
     kind,
     apiVersion,
-    resourceVersion: document.metadata?.resourceVersion ?? '',
-    continue: document.metadata?.continue ?? '',
-    items: (document.items ?? []).map(item => fromJson(item, kind, apiVersion)),
+    resourceVersion: meta?.resourceVersion ?? '',
+    continue: meta?.continue ?? '',
+    items: itemsRange ? elementRanges(body, itemsRange).map(r => fromJsonBytes(body, r.start, r.end, kind, apiVersion)) : [],
   }
 }
 
@@ -104,11 +130,15 @@ export function decodeEvent(format: WireFormat, frame: Buffer): DecodedEvent {
     }
     return { type: event.type, object: decodeObject('protobuf', event.object) }
   }
-  const event = JSON.parse(frame.toString()) as { type: string; object: JsonObject & { metadata?: { annotations?: Record<string, string> } } }
-  if (event.type === 'ERROR') return { type: event.type }
-  if (event.type === 'BOOKMARK') {
-    const meta = event.object?.metadata
-    return { type: event.type, resourceVersion: meta?.resourceVersion, initialEventsEnd: meta?.annotations?.[initialEventsEndAnnotation] === 'true' }
+  const members = memberRanges(frame, ['type', 'object'])
+  const type = stringMember(frame, members, 'type')
+  const object = members.get('object')
+  if (type === 'ERROR' || !object) return { type }
+  const inner = memberRanges(frame, typeMembers, object.start, object.end)
+  if (type === 'BOOKMARK') {
+    const metaRange = inner.get('metadata')
+    const meta = (metaRange ? JSON.parse(frame.toString('utf8', metaRange.start, metaRange.end)) : {}) as JsonMeta
+    return { type, resourceVersion: meta?.resourceVersion, initialEventsEnd: meta?.annotations?.[initialEventsEndAnnotation] === 'true' }
   }
-  return { type: event.type, object: fromJson(event.object, event.object.kind ?? '', event.object.apiVersion ?? '') }
+  return { type, object: fromJsonBytes(frame, object.start, object.end, stringMember(frame, inner, 'kind'), stringMember(frame, inner, 'apiVersion')) }
 }

@@ -110,6 +110,7 @@ function objectKey(namespace: string, name: string): string {
 }
 
 function labelsOf(object: CachedObject): Record<string, string> {
+  if (object.labels) return object.labels
   if (object.format === 'protobuf') return objectMeta(object.body).labels
   const document = JSON.parse(object.body.toString()) as { metadata?: { labels?: Record<string, string> } }
   return document.metadata?.labels ?? {}
@@ -485,7 +486,7 @@ export class LostObjectError extends Error {
 }
 
 function stripBody(object: CachedObject): StoredMeta {
-  const { body: _body, ...meta } = object
+  const { body: _body, labels: _labels, ...meta } = object
   return meta
 }
 

@@ -40,6 +40,8 @@ export interface CachedObject {
    * it. Absent for objects only fetched by name, or cached before scopes were kept.
    */
   scopes?: readonly string[]
+  /** metadata.labels, when the decoder has read them already (saves the index a parse); never stored */
+  labels?: Record<string, string>
 }
 
 /** The directory name of a resource on disk: `<resource>.<version>.<group>`, core group as `core`. */
