@@ -1,6 +1,7 @@
 // The recording path on what a real apiserver sent: protobuf lists and watch frames (the simulator
 // speaks JSON only), recorded as kube-proxy's and served back offline byte for byte.
 import t from 'tap'
+import { Writable } from 'node:stream'
 import { fixtureBytes, watchFrames } from './helpers/fixtures.ts'
 import { pino } from 'pino'
 import { classify } from '../lib/requestinfo.ts'
@@ -15,8 +16,10 @@ const log = pino({ level: 'silent' })
 const frames = watchFrames
 
 t.test('a protobuf list, then the recorded watch stream, leave the cache where the apiserver ended', async t => {
+  let logged = ''
+  const sink = new Writable({ write: (chunk, _encoding, done) => ((logged += chunk.toString()), done()) })
   const store = new CacheStore(undefined, log)
-  const recorder = new Recorder(store, log)
+  const recorder = new Recorder(store, pino({ level: 'debug' }, sink))
   const list = classify('GET', '/apis/discovery.k8s.io/v1/endpointslices', kubeProxy)
   await recorder.recordListPage(list, 'protobuf', fixture('list-endpointslices.pb'))
   const key = resourceKeyOf(list)
@@ -24,18 +27,35 @@ t.test('a protobuf list, then the recorded watch stream, leave the cache where t
   const original = splitList(decodeUnknown(fixture('list-endpointslices.pb')).raw)
   t.same(listed.items.map(o => o.body), original.items, 'items stored as the raw messages the apiserver sent')
   t.equal(listed.resourceVersion, original.resourceVersion)
+  const listedNames = listed.items.map(o => `${o.namespace}/${o.name}`).sort()
 
-  const watch = classify('GET', `/apis/discovery.k8s.io/v1/endpointslices?watch=true&resourceVersion=${original.resourceVersion}`, kubeProxy)
-  for (const frame of frames(fixture('watch-endpointslices.pb'))) await recorder.recordEvent(watch, 'protobuf', frame, scopeOf(watch))
-
-  // the same events in JSON say what the end state is
+  // the same events in JSON say what each protobuf frame is and what the end state is
   const events = fixture('watch-endpointslices.json').toString().trim().split('\n').map(l => JSON.parse(l))
+  const protobufFrames = frames(fixture('watch-endpointslices.pb'))
+  t.equal(protobufFrames.length, events.length, 'one protobuf frame per recorded event')
+  /** every object the cache holds for kube-proxy's slices, with its version */
+  const held = () => [...(store.find(key)?.entries.values() ?? [])].map(e => `${e.meta.namespace}/${e.meta.name}@${e.meta.resourceVersion}`).sort()
+  const watch = classify('GET', `/apis/discovery.k8s.io/v1/endpointslices?watch=true&resourceVersion=${original.resourceVersion}`, kubeProxy)
+  let bookmarks = 0
+  for (const [i, frame] of protobufFrames.entries()) {
+    const before = held()
+    const recorded = await recorder.recordEvent(watch, 'protobuf', frame, scopeOf(watch))
+    t.equal(recorded?.type, events[i].type, `frame ${i} recorded as a ${events[i].type}`)
+    if (events[i].type !== 'BOOKMARK') continue
+    bookmarks++
+    t.equal(recorded?.object, undefined, `BOOKMARK ${i}: no object taken from it`)
+    t.equal(recorded?.resourceVersion, events[i].object.metadata.resourceVersion, `BOOKMARK ${i}: its resourceVersion read`)
+    t.same(held(), before, `BOOKMARK ${i}: passed over, the cache unchanged`)
+  }
+  t.ok(bookmarks >= 1, `${bookmarks} BOOKMARKs in the recorded stream went through the recorder`)
+  t.notMatch(logged, /not recorded/, 'no frame was refused (logged as not recorded)')
+
   const modified = events.find(e => e.type === 'MODIFIED').object
   const stored = (await store.get(key, 'default', modified.metadata.name))!
   t.equal(stored.resourceVersion, modified.metadata.resourceVersion, 'MODIFIED replaced the object')
   const added = events.find(e => e.type === 'ADDED').object.metadata.name
   t.equal(await store.get(key, 'default', added), undefined, 'ADDED then DELETED: gone')
-  t.ok(events.some(e => e.type === 'BOOKMARK'), 'bookmarks in the stream were passed over')
+  t.same(held().map(h => h.replace(/@.*/, '')), listedNames, 'the cache holds exactly the listed slices: nothing else came in with the stream')
 
   // a stored object goes back out as the apiserver would send it
   const body = encodeUnknown({ apiVersion: stored.apiVersion, kind: stored.kind, raw: stored.body })
