@@ -5,9 +5,12 @@ import { request } from 'undici'
 import { readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import * as k8s from '@kubernetes/client-node'
-import { startHarness, eventually } from './helpers/hub.ts'
+import type { Dispatcher } from 'undici'
+import { startHarness, eventually, hubConfig, quietLogger } from './helpers/hub.ts'
 import type { Harness } from './helpers/hub.ts'
 import { kubeConfigFor } from './helpers/clients.ts'
+import { ApiServerSimulator } from './simulator/index.ts'
+import { startHub } from '../lib/hub.ts'
 import { classify } from '../lib/requestinfo.ts'
 import { decodeUnknown, splitList } from '../lib/codec/protobuf.ts'
 
@@ -22,6 +25,64 @@ async function goDark(h: Harness): Promise<void> {
 async function comeBack(h: Harness): Promise<void> {
   await h.simulator.setFault('none')
   await eventually(() => h.hub.health.state === 'online', 10_000, 'the hub to declare the cloud online')
+}
+
+/**
+ * The hub declares the cloud offline while the simulator still accepts every connection and logs
+ * every request (it answers none: its probes time out), so anything the hub sends it is counted.
+ */
+async function goDarkButListening(h: Harness): Promise<void> {
+  await h.simulator.setFault('hang')
+  await eventually(() => h.hub.health.state === 'offline', 15_000, 'the hub to declare the hanging cloud offline')
+}
+
+/** The simulator and the hub with short BOOKMARK periods, both online and offline. */
+async function startWithBookmarks(periodMs: number): Promise<Harness> {
+  const simulator = await ApiServerSimulator.start({ bookmarkIntervalMs: periodMs })
+  const config = hubConfig([simulator.url])
+  const hub = await startHub(config, { logger: quietLogger(), offlineBookmarkIntervalMs: periodMs })
+  return {
+    simulator,
+    hub,
+    url: hub.proxyUrl,
+    cacheDir: config.cacheDir,
+    async close() {
+      await hub.close()
+      await simulator.close()
+    },
+  }
+}
+
+interface WatchReader {
+  /** the events received so far */
+  events: any[]
+  bookmarks(): number
+  isOpen(): boolean
+  /** settles when the stream ends: whether it broke, and the hub's cloud state at that moment */
+  ended: Promise<{ error?: unknown; state: string }>
+}
+
+/** Reads a JSON watch stream as it arrives. */
+function readWatch(body: Dispatcher.ResponseData['body'], h: Harness): WatchReader {
+  const events: any[] = []
+  let open = true
+  let buffered = ''
+  const ended = (async () => {
+    try {
+      for await (const chunk of body) {
+        buffered += chunk.toString()
+        const lines = buffered.split('\n')
+        buffered = lines.pop() ?? ''
+        for (const line of lines) if (line.trim()) events.push(JSON.parse(line))
+      }
+      return { state: h.hub.health.state }
+    } catch (error) {
+      return { error, state: h.hub.health.state }
+    } finally {
+      open = false
+    }
+  })()
+  return { events, bookmarks: () => events.filter(e => e.type === 'BOOKMARK').length, isOpen: () => open, ended }
 }
 
 async function getJson(url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: any; headers: any }> {
@@ -63,7 +124,10 @@ t.test('an informer keeps its objects through an outage and converges to the clo
   h.simulator.patch('v1', 'ConfigMap', 'default', 'change', { data: { v: '2' } })
   h.simulator.remove('v1', 'ConfigMap', 'default', 'drop')
   h.simulator.create(configMap('new', {}, { v: '1' }))
-  await new Promise(resolve => setTimeout(resolve, 1_000)) // let the informer relist/rewatch against the cache
+  // The hub ended the informer's upstream watch; the informer has watched again, against the cache.
+  await eventually(() => h.hub.streams.counts.offline >= 1, 15_000, 'the informer to re-watch against the cache')
+  // a round trip through the hub, so whatever the offline watch sent at its start has reached the informer
+  t.equal((await getJson(`${h.url}/api/v1/namespaces/default/configmaps`)).headers['x-outpost-cache'], 'hit', 'the hub answers from its cache')
   t.equal(names(), 'change=1,drop=1,keep=1', 'offline: the informer still has every object, unchanged')
   t.same(deletes, [], 'offline: nothing was deleted under the informer')
 
@@ -169,7 +233,8 @@ t.test('offline writes: a clear 503 Status and nothing written; the node Lease r
   h.simulator.create(lease)
   const leaseUrl = `${h.url}/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/kind-worker2`
   const cachedLease = await getJson(leaseUrl)
-  await goDark(h)
+  await goDarkButListening(h)
+  const mark = h.simulator.requests.length
   const before = await h.hub.store.get({ component: 'kubelet', group: '', version: 'v1', resource: 'configmaps' }, 'default', 'steady')
 
   for (const [method, path, body] of [
@@ -182,6 +247,8 @@ t.test('offline writes: a clear 503 Status and nothing written; the node Lease r
       method,
       headers: { 'user-agent': kubeletUA, 'content-type': method === 'PATCH' ? 'application/merge-patch+json' : 'application/json' },
       body: body ? JSON.stringify(body) : undefined,
+      // a write sent on to the hanging cloud would never be answered
+      signal: AbortSignal.timeout(20_000),
     })
     const status = (await res.body.json()) as any
     t.equal(res.statusCode, 503, `${method}: 503`)
@@ -197,35 +264,58 @@ t.test('offline writes: a clear 503 Status and nothing written; the node Lease r
     method: 'PUT',
     headers: { 'user-agent': kubeletUA, 'content-type': 'application/json' },
     body: JSON.stringify(renewed),
+    signal: AbortSignal.timeout(20_000),
   })
   t.equal(renewal.statusCode, 200, 'the Lease renewal is acknowledged offline')
   t.same(((await renewal.body.json()) as any).spec.renewTime, renewed.spec.renewTime)
-  t.equal(h.simulator.get('coordination.k8s.io/v1', 'Lease', 'kube-node-lease', 'kind-worker2')?.spec.renewTime, undefined, 'nothing reached the cloud')
+
+  // The simulator listened all along: it logged the hub's health probes, and keeps logging them
+  // after the last write, so a write the hub had sent would be in its log.
+  const answered = h.simulator.requests.length
+  await eventually(() => h.simulator.requests.slice(answered).some(r => r.url.startsWith('/readyz')), 15_000, 'a health probe logged after the writes')
+  const received = h.simulator.requests.slice(mark)
+  t.ok(received.some(r => r.url.startsWith('/readyz')), 'the cloud was reachable and counting requests')
+  t.same(received.filter(r => !r.url.startsWith('/readyz')).map(r => `${r.method} ${r.url}`), [], 'nothing but health probes reached the cloud')
+  // Requests held by the hanging cloud are answered once it is back: none of them was a write.
+  await comeBack(h)
+  t.equal(h.simulator.get('coordination.k8s.io/v1', 'Lease', 'kube-node-lease', 'kind-worker2')?.spec.renewTime, undefined, 'the Lease in the cloud was not renewed')
+  t.same(h.simulator.get('v1', 'ConfigMap', 'default', 'steady')?.data, { v: '1' }, 'the ConfigMap in the cloud was neither replaced, patched nor deleted')
+  t.equal(h.simulator.get('v1', 'ConfigMap', 'default', 'offline-new'), undefined, 'nor was one created')
 })
 
 t.test('open upstream watches are closed when the cloud goes down; offline watches end when it returns', async t => {
-  const h = await startHarness()
+  const periodMs = 100
+  const h = await startWithBookmarks(periodMs)
   t.teardown(() => h.close())
   await getJson(`${h.url}/api/v1/namespaces/default/configmaps`)
   const rv = h.simulator.currentResourceVersion()
-  const online = await request(`${h.url}/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=${rv}`, {
+  const online = await request(`${h.url}/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true&resourceVersion=${rv}`, {
     headers: { 'user-agent': kubeletUA },
   })
-  const onlineEnded = online.body.text()
+  t.equal(online.statusCode, 200)
+  const upstream = readWatch(online.body, h)
+  await eventually(() => upstream.bookmarks() >= 3 || !upstream.isOpen(), 15_000, "three of the apiserver's BOOKMARKs through the hub")
+  t.ok(upstream.isOpen(), `the upstream watch is open after ${upstream.bookmarks()} BOOKMARK periods`)
   await h.simulator.setFault('hang') // the link is dead but nothing tells the socket
-  await eventually(() => h.hub.health.state === 'offline', 10_000, 'offline')
-  await onlineEnded
-  t.pass('the watch on the dead link was ended by the hub')
+  const onlineEnd = await upstream.ended
+  t.equal(onlineEnd.error, undefined, 'the watch on the dead link ended cleanly, so the client re-watches')
+  t.equal(onlineEnd.state, 'offline', 'it was ended by the hub when it declared the cloud offline')
+  await eventually(() => h.hub.health.state === 'offline', 15_000, 'the hub to declare the hanging cloud offline')
 
   const offline = await request(`${h.url}/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true&resourceVersion=${rv}`, {
     headers: { 'user-agent': kubeletUA },
   })
-  t.equal(offline.statusCode, 200, 'an offline watch is answered and held open')
-  const offlineText = offline.body.text()
+  t.equal(offline.statusCode, 200, 'an offline watch is answered')
+  t.equal(offline.headers['x-outpost-cache'], 'hit', 'from the cache')
+  const cached = readWatch(offline.body, h)
+  await eventually(() => cached.bookmarks() >= 3 || !cached.isOpen(), 15_000, "three of the hub's own BOOKMARKs")
+  t.ok(cached.isOpen(), `the offline watch is held open (${cached.bookmarks()} BOOKMARK periods)`)
+  t.same(cached.events.filter(e => e.type !== 'BOOKMARK'), [], 'it sends nothing but BOOKMARKs')
+  t.ok(cached.events.every(e => e.object.metadata.resourceVersion === rv), 'at the version the client has')
   await h.simulator.setFault('none')
-  await eventually(() => h.hub.health.state === 'online', 10_000, 'online')
-  await offlineText
-  t.pass('the offline watch ended once the cloud was back, so the client re-watches upstream')
+  const offlineEnd = await cached.ended
+  t.equal(offlineEnd.error, undefined, 'the offline watch ended cleanly')
+  t.equal(offlineEnd.state, 'online', 'once the cloud was back, so the client re-watches upstream')
 })
 
 t.test('a cache file that cannot be parsed is reported (log and metric); lists that would miss it answer 503, the rest is served', async t => {
