@@ -303,6 +303,11 @@ export const flags: readonly FlagSpec[] = [
     parse: components,
   }),
   spec({
+    flag: 'watch-silence', env: 'OUTPOST_WATCH_SILENCE', arg: 'DURATION', key: 'watchSilenceTimeoutMs', default: `${defaults.watchSilenceTimeoutMs / 1000}s`,
+    help: 'end an upstream watch silent this long: a dead link (BOOKMARKs come about every minute)',
+    parse: values => duration(last(values)),
+  }),
+  spec({
     flag: 'health-interval', env: 'OUTPOST_HEALTH_INTERVAL', arg: 'DURATION', key: 'healthIntervalMs', default: `${defaults.healthIntervalMs / 1000}s`,
     help: 'how often each apiserver is probed (GET /readyz)',
     parse: values => duration(last(values)),

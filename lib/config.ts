@@ -57,6 +57,8 @@ export interface HubConfig {
   healthTimeoutMs: number
   healthFailures: number
   healthSuccesses: number
+  /** an upstream watch silent this long is ended (the apiserver sends BOOKMARKs about every minute) */
+  watchSilenceTimeoutMs: number
 }
 
 export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
@@ -82,6 +84,7 @@ export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
   healthTimeoutMs: 2_000,
   healthFailures: 3,
   healthSuccesses: 2,
+  watchSilenceTimeoutMs: 150_000,
 })
 
 /** 127.0.0.0/8 and ::1 (also as ::ffff:127.x): addresses nobody off this host can reach. */

@@ -106,3 +106,22 @@ export class WatchFrameSplitter extends Transform {
     callback()
   }
 }
+
+const jsonBookmarkPrefix = Buffer.from('{"type":"BOOKMARK"')
+const jsonTypePrefix = Buffer.from('{"type":"')
+const protobufBookmarkType = Buffer.from('BOOKMARK')
+
+/**
+ * Whether a frame is a BOOKMARK. The apiserver writes the event type first (JSON's "type" member,
+ * protobuf's field 1), so a look at the first bytes answers; other JSON layouts are parsed.
+ */
+export function isBookmark(framing: WatchFraming, frame: Buffer): boolean {
+  if (framing === 'protobuf') return frame[4] === 0x0a && frame[5] === protobufBookmarkType.length && frame.subarray(6, 14).equals(protobufBookmarkType)
+  if (frame.subarray(0, jsonBookmarkPrefix.length).equals(jsonBookmarkPrefix)) return true
+  if (frame.subarray(0, jsonTypePrefix.length).equals(jsonTypePrefix)) return false
+  try {
+    return (JSON.parse(frame.toString()) as { type?: unknown }).type === 'BOOKMARK'
+  } catch {
+    return false
+  }
+}

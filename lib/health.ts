@@ -49,8 +49,9 @@ function describe(error: unknown): string {
 }
 
 /**
- * Emits 'change' (state: CloudState) when the cloud goes offline or comes back, and 'server'
- * (server: URL, up: boolean) when one server changes.
+ * Emits 'change' (state: CloudState) when the cloud goes offline or comes back, 'server'
+ * (server: URL, up: boolean) when one server changes, and 'answered' (server: URL) on every
+ * successful probe or request.
  */
 export class HealthChecker extends EventEmitter {
   private readonly options: HealthOptions
@@ -173,6 +174,7 @@ export class HealthChecker extends EventEmitter {
   private record(s: ServerHealth, ok: boolean, reason = 'failed'): void {
     const { failuresToDown, successesToUp } = this.options
     const was = s.up
+    if (ok) this.emit('answered', s.url)
     if (ok) {
       s.failures = 0
       s.successes++

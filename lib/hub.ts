@@ -94,6 +94,8 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
   const streams = new LiveStreams()
   const metrics = createMetrics()
   metrics.cloudOnline.set(1)
+  // a watch answered from the cache during a blip must not outlive it
+  health.on('answered', () => streams.endFallbackWatches())
   health.on('server', (server: URL, up: boolean) => metrics.upstreamUp.set({ server: serverLabel(server) }, up ? 1 : 0))
   health.on('change', state => {
     metrics.cloudOnline.set(state === 'online' ? 1 : 0)
@@ -123,6 +125,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     nodePool: config.nodePool,
     isOnline: () => checker.state === 'online',
     log,
+    silenceMs: config.watchSilenceTimeoutMs,
   })
   const filters = new FilterRegistry(topology, config.topologyComponents, log, {
     onInvoked: kind => metrics.filterInvocations.inc({ kind }),
@@ -134,9 +137,8 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
   const filteredWatches = new FilteredWatches()
   topology.on('change', () => {
     filters.invalidate()
-    const sent = filteredWatches.refilterAll(topology.resourceVersion)
-    metrics.refilterEvents.inc(sent)
-    log.info({ pool: topology.nodePool, sent }, 'topology changed')
+    const watches = filteredWatches.refilterAll()
+    log.info({ pool: topology.nodePool, watches }, 'topology changed')
   })
 
   const proxyOptions = {
@@ -153,6 +155,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     filteredWatches,
     observer: metrics,
     offlineBookmarkIntervalMs: options.offlineBookmarkIntervalMs ?? 10_000,
+    watchSilenceMs: config.watchSilenceTimeoutMs,
   }
   const proxy = createProxyServer(proxyOptions)
   const api: ApiCaller = (method, path, body) => upstream.callJson(method, path, body)

@@ -21,6 +21,8 @@ export interface RequestObserver {
   requestDone(info: RequestInfo, code: number, source: Source, seconds: number): void
   /** returns the function to call when the watch ends */
   watchOpened(info: RequestInfo, source: Source): () => void
+  /** re-filtered events sent into open watches after a topology change */
+  refiltered?(count: number): void
 }
 
 export interface Metrics extends RequestObserver {
@@ -171,6 +173,9 @@ export function createMetrics(): Metrics {
       requests.inc({ component, verb: info.verb, resource, code: String(code), source })
       if (info.verb !== 'watch') durations.observe({ component, verb: info.verb, resource, source }, seconds)
       if (source === 'cache') servedFromCache.inc({ component, verb: info.verb, resource })
+    },
+    refiltered(count) {
+      this.refilterEvents.inc(count)
     },
     watchOpened(info, source) {
       const labels = { component: componentLabel(info), source }

@@ -10,18 +10,20 @@ import type { RequestInfo } from './requestinfo.ts'
 import { upstreamRequestHeaders, clientResponseHeaders } from './headers.ts'
 import { BodyTimeoutError, BodyTooLargeError, hasBody, readAll, readBody } from './body.ts'
 import type { Authenticate } from './authn.ts'
-import { WatchFrameSplitter, framingOf } from './frames.ts'
+import { WatchFrameSplitter, framingOf, isBookmark } from './frames.ts'
 import { Upstream, UpstreamUnavailableError, describeError } from './upstream.ts'
 import type { UpstreamResponse } from './upstream.ts'
 import { failure, serviceUnavailable } from './status.ts'
-import { sendStatus, streamBody, streamWatch } from './respond.ts'
+import { sendStatus, streamBody } from './respond.ts'
+import { streamWatch } from './watch-pipeline.ts'
+import type { WatchStages } from './watch-pipeline.ts'
 import type { Recorder, CachePolicy } from './cache/recorder.ts'
 import { resourceKeyOf, scopeOf } from './cache/recorder.ts'
 import type { WireFormat } from './cache/types.ts'
 import type { EndpointsFilter, FilterRegistry } from '../filters/registry.ts'
 import { FilteredWatch } from './refilter.ts'
 import type { FilteredWatches } from './refilter.ts'
-import { formatOf } from './cache/decode.ts'
+import { decodeList, formatOf } from './cache/decode.ts'
 import { serveGet, serveList, serveWatch } from './cache/offline.ts'
 import { serveDocument } from './cache/documents.ts'
 import type { LiveStreams } from './streams.ts'
@@ -46,6 +48,8 @@ export interface ProxyOptions {
   observer?: RequestObserver
   filters?: FilterRegistry
   filteredWatches?: FilteredWatches
+  /** an upstream watch with BOOKMARKs that is silent this long is ended (half-open link); 0: never */
+  watchSilenceMs?: number
 }
 
 /**
@@ -116,7 +120,9 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
   try {
     upstreamRes = await options.upstream.request({
       method: req.method ?? 'GET',
-      path: req.url ?? '/',
+      // the hub always asks for BOOKMARKs: they tell a live link from a half-open one, and how far
+      // the stream has come (lib/refilter.ts); clients that did not ask never see them
+      path: isWatch(info) && !asksForBookmarks(info) ? `${req.url ?? '/'}${req.url?.includes('?') ? '&' : '?'}allowWatchBookmarks=true` : (req.url ?? '/'),
       headers: upstreamRequestHeaders(req.headers),
       body,
       signal: clientGone,
@@ -126,7 +132,7 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
     if (clientGone.aborted) return 'cloud'
     if (error instanceof UpstreamUnavailableError) {
       options.log.warn({ component: info.component, verb: info.verb, path: info.path, err: error.message }, 'upstream unavailable')
-      if (cacheable || document) return answerOffline(info, req, res, body, options, error.message, actsAsNode)
+      if (cacheable || document) return answerOffline(info, req, res, body, options, error.message, actsAsNode, true)
       sendStatus(res, serviceUnavailable(error.message))
       return 'hub'
     }
@@ -157,6 +163,8 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
         else if (info.verb === 'list') await recorder.recordListPage(info, format!, decoded)
         else await recorder.recordObject(info, format!, decoded)
       }
+      // a filtered list the cache does not keep: its watch will start from it
+      else if (filter && info.verb === 'list') options.filteredWatches?.rememberList(info, decodeList(format!, decoded).items)
       return filter ? filter.body(format!, decoded) : decoded
     })
   } else {
@@ -168,8 +176,10 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
 }
 
 /**
- * A watch: each frame is recorded (the cache), then filtered, then sent; a filtered watch also
- * remembers its objects so a topology change can send what now filters differently.
+ * A watch: each frame is recorded (the cache) as it arrives, then at its turn tracked and filtered
+ * and sent; a filtered watch remembers its objects, so a topology change can send what now filters
+ * differently. It starts from what the client listed: the cache's copy for cached components, the
+ * list the hub passed on for the others.
  */
 async function relayWatch(
   info: RequestInfo,
@@ -182,30 +192,41 @@ async function relayWatch(
   options: ProxyOptions,
 ): Promise<void> {
   const recording = recorder && format ? recorder.watch(info, format) : undefined
+  const clientBookmarks = asksForBookmarks(info)
   let tracker: FilteredWatch | undefined
-  let seeding: Promise<void> = Promise.resolve()
+  let seeding: Promise<void> | undefined
   let untrack = () => {}
-  const transform =
-    recorder || filter
-      ? async (frame: Buffer): Promise<Buffer> => {
-          await seeding
-          if (recording) await recording.record(frame)
-          return tracker ? tracker.onFrame(frame) : frame
-        }
-      : undefined
-  const onInject = (inject: (frame: Buffer) => void) => {
-    if (!filter || !format || !options.filteredWatches) return
-    const watch = new FilteredWatch(format, filter, inject)
-    tracker = watch
-    // The client listed before it watched: its objects are in the cache (when its component is cached).
-    const store = options.cache?.recorder.store
-    if (store) seeding = store.list(resourceKeyOf(info), scopeOf(info)).then(list => watch.seed(list?.items ?? []), () => {})
-    untrack = options.filteredWatches.add(watch)
+  const stages: WatchStages = {
+    prepare:
+      recording || filter
+        ? async frame => {
+            await seeding
+            await recording?.record(frame)
+          }
+        : undefined,
+    take: frame => {
+      const out = tracker ? tracker.take(frame) : filter && format ? [filter.frame(format, frame)] : [frame]
+      // a BOOKMARK the hub asked for, not the client: it moved the tracker on, and goes no further
+      return clientBookmarks || !isBookmark(framing, frame) ? out : out.slice(1)
+    },
+    onInject: inject => {
+      if (!filter || !format || !options.filteredWatches) return
+      const watches = options.filteredWatches
+      const watch = new FilteredWatch(format, filter, inject, { startResourceVersion: info.resourceVersion, onSent: count => options.observer?.refiltered?.(count) })
+      tracker = watch
+      const store = options.cache?.recorder.store
+      const cached = recorder !== undefined && store !== undefined
+      seeding = cached
+        ? store.list(resourceKeyOf(info), scopeOf(info)).then(list => watch.seed(list?.items ?? []), () => {})
+        : Promise.resolve(watch.seed(watches.takeList(info)))
+      untrack = watches.add(watch)
+    },
   }
   const stop = () => upstreamRes.body.destroy()
   options.streams.addUpstreamWatch(stop)
   try {
-    await streamWatch(upstreamRes.body, new WatchFrameSplitter(framing), res, transform, onInject)
+    // with BOOKMARKs the apiserver speaks about every minute: a watch silent much longer is a dead link
+    await streamWatch(upstreamRes.body, new WatchFrameSplitter(framing), res, stages, options.watchSilenceMs ?? 0)
   } finally {
     options.streams.removeUpstreamWatch(stop)
     untrack()
@@ -247,6 +268,10 @@ async function bufferThenSend(upstreamRes: UpstreamResponse, res: ServerResponse
 
 const gunzipAsync = promisify(gunzip)
 
+function asksForBookmarks(info: RequestInfo): boolean {
+  return info.query.get('allowWatchBookmarks') === 'true'
+}
+
 function isOwnLeaseRenewal(info: RequestInfo, nodeName: string): boolean {
   return (
     info.verb === 'update' &&
@@ -265,6 +290,8 @@ async function answerOffline(
   options: ProxyOptions,
   reason: string,
   actsAsNode: boolean,
+  /** the cloud still counts as up: every upstream failed this once */
+  blip = false,
 ): Promise<Source> {
   if (!actsAsNode) {
     sendStatus(res, serviceUnavailable(`${reason}: this request carries its own credentials, which cannot be checked while the apiserver is unreachable; only clients acting as the node are answered from the cache`))
@@ -282,7 +309,8 @@ async function answerOffline(
       const watch = await serveWatch(store, info, accept, res, options.offlineBookmarkIntervalMs, filter)
       if (watch) {
         const closed = options.observer?.watchOpened(info, 'cache')
-        options.streams.addOfflineWatch(watch.end)
+        if (blip) options.streams.addFallbackWatch(watch.end)
+        else options.streams.addOfflineWatch(watch.end)
         if (!res.closed) await new Promise<void>(resolve => res.once('close', resolve))
         options.streams.removeOfflineWatch(watch.end)
         closed?.()

@@ -1,11 +1,24 @@
 // Live re-filtering of one open watch: it remembers, per object, what the apiserver last said
 // (unfiltered) and what this client was last sent (filtered). When the topology changes (a
-// Service's annotation, a node's pool, this node's labels) every object is filtered again, and a
-// MODIFIED event goes out for each one whose filtered form changed, and for nothing else.
+// Service's annotation, a node's pool, this node's labels) every object is filtered again and a
+// MODIFIED goes out for each one whose filtered form changed, and for nothing else.
+//
+// Order: the re-filter runs at its turn in the stream (lib/watch-pipeline.ts), after every frame
+// that came before it, so it filters the newest body and cannot overtake a newer event.
+// Version: a re-filtered object carries the stream's newest resourceVersion (its last event or
+// BOOKMARK), never one the stream has not reached, so a client that resumes from it misses
+// nothing. Informers such as client-node's drop a MODIFIED whose version they already hold; while
+// the client already holds the stream's newest version for the object, its event waits for the
+// stream to move on (the hub asks the apiserver for BOOKMARKs, about one a minute). After
+// `deferMs` it goes out anyway at the version the client holds (client-go, which kube-proxy,
+// coredns and nginx-ingress-controller use, takes that), and once more when the stream moves on.
 import type { WireFormat } from './cache/types.ts'
 import type { CachedObject } from './cache/types.ts'
 import type { EndpointsFilter } from '../filters/registry.ts'
 import { decodeUnknown, decodeWatchEvent, encodeUnknown, encodeWatchEvent, objectMeta, withResourceVersion } from './codec/protobuf.ts'
+import { memberRanges } from './codec/json-scan.ts'
+import { numericVersion } from './cache/store.ts'
+import type { RequestInfo } from './requestinfo.ts'
 
 interface Tracked {
   apiVersion: string
@@ -14,137 +27,270 @@ interface Tracked {
   unfiltered: Buffer
   /** the same, filtered, as last sent */
   sent: Buffer
+  /** the resourceVersion the client holds for it */
+  sentVersion: bigint
+  /** send: its filtered form changed and the client does not have it; resend: sent at a version the client already held */
+  needs: 'send' | 'resend' | undefined
 }
 
-const tracked = new Set(['ADDED', 'MODIFIED', 'DELETED'])
+interface ObjectEvent {
+  type: string
+  key: string
+  apiVersion: string
+  kind: string
+  object: Buffer
+  resourceVersion: bigint
+}
 
-interface Meta {
-  namespace?: string
-  name?: string
+/** BOOKMARK, ERROR: only a version to learn from */
+interface OtherEvent {
+  type: string
+  resourceVersion: bigint
+  key?: undefined
+}
+
+const objectEvents = new Set(['ADDED', 'MODIFIED', 'DELETED'])
+
+export interface FilteredWatchOptions {
+  /** the watch's resourceVersion: the stream is known to have reached it */
+  startResourceVersion?: string
+  /** told how many re-filtered events went out */
+  onSent?(count: number): void
+  /** longest wait for the stream to pass an object's own version (default 1 s) */
+  deferMs?: number
 }
 
 export class FilteredWatch {
   private readonly objects = new Map<string, Tracked>()
+  /** the newest resourceVersion this stream has delivered */
+  private highWater: bigint
+  private queued = false
+  /** keys of objects that need an event */
+  private readonly pending = new Set<string>()
+  private deferTimer: NodeJS.Timeout | undefined
 
   constructor(
     private readonly format: WireFormat,
     private readonly filter: EndpointsFilter,
-    /** writes a frame into the client's stream, in order with the upstream's frames */
-    private readonly inject: (frame: Buffer) => void,
-  ) {}
+    /** queues frames of the hub's own into the client's stream, computed at their turn */
+    private readonly inject: (produce: () => Buffer[]) => void,
+    private readonly options: FilteredWatchOptions = {},
+  ) {
+    this.highWater = numericVersion(options.startResourceVersion ?? '')
+  }
 
-  /** The objects the client already has (from its list, recorded in the cache). */
+  private track(key: string, apiVersion: string, kind: string, unfiltered: Buffer, sent: Buffer, version: bigint): void {
+    this.objects.set(key, { apiVersion, kind, unfiltered, sent, sentVersion: version, needs: undefined })
+    this.pending.delete(key)
+  }
+
+  /** The objects the client already has (from its list). */
   seed(objects: CachedObject[]): void {
     for (const object of objects) {
       if (object.format !== this.format) continue
       const sent = this.filter.object(this.format, object.apiVersion, object.body)
-      this.objects.set(`${object.namespace}/${object.name}`, { apiVersion: object.apiVersion, kind: object.kind, unfiltered: object.body, sent })
+      this.track(`${object.namespace}/${object.name}`, object.apiVersion, object.kind, object.body, sent, numericVersion(object.resourceVersion))
     }
   }
 
   /**
-   * One upstream frame: decoded once, filtered once, tracked, and returned for the client (the
-   * upstream's own bytes when the filter changed nothing).
+   * One upstream frame at its turn: decoded once, filtered once, tracked; returns what the client
+   * gets (the upstream's own bytes when the filter changed nothing), then any re-filtered objects
+   * the stream has now moved past.
    */
-  onFrame(frame: Buffer): Buffer {
-    let event: { type: string; key: string; apiVersion: string; kind: string; unfiltered: Buffer; filtered: Buffer }
+  take(frame: Buffer): Buffer[] {
+    let event: ObjectEvent | OtherEvent
     try {
       event = this.format === 'protobuf' ? this.decodeProtobuf(frame) : this.decodeJson(frame)
     } catch {
-      return this.filter.frame(this.format, frame) // BOOKMARK, ERROR, or unreadable: the filter decides
+      return [this.filter.frame(this.format, frame)] // unreadable: the filter decides
     }
-    if (event.type === 'DELETED') this.objects.delete(event.key)
-    else this.objects.set(event.key, { apiVersion: event.apiVersion, kind: event.kind, unfiltered: event.unfiltered, sent: event.filtered })
-    if (event.filtered === event.unfiltered) return frame
-    return this.format === 'protobuf'
-      ? encodeWatchEvent(event.type, encodeUnknown({ apiVersion: event.apiVersion, kind: event.kind, raw: event.filtered }))
-      : Buffer.concat([Buffer.from(`{"type":${JSON.stringify(event.type)},"object":`), event.filtered, Buffer.from('}\n')])
+    if (event.resourceVersion > this.highWater) this.highWater = event.resourceVersion
+    let out = frame
+    if (event.key !== undefined) {
+      if (event.type === 'DELETED') {
+        this.objects.delete(event.key)
+        this.pending.delete(event.key)
+        out = this.filter.frame(this.format, frame)
+      } else {
+        const filtered = this.filter.object(this.format, event.apiVersion, event.object)
+        this.track(event.key, event.apiVersion, event.kind, event.object, filtered, event.resourceVersion)
+        if (filtered !== event.object) out = this.eventFrame(event.type, event.apiVersion, event.kind, filtered)
+      }
+    }
+    return this.pending.size > 0 ? [out, ...this.flush(false)] : [out]
   }
 
-  private decodeJson(frame: Buffer) {
-    const event = JSON.parse(frame.toString()) as { type: string; object: { apiVersion: string; kind: string; metadata?: Meta } }
-    if (!tracked.has(event.type)) throw new Error('not an object event')
-    const meta = event.object.metadata ?? {}
-    const unfiltered = Buffer.from(JSON.stringify(event.object))
-    const filtered = this.filter.jsonObject(event.object)
-    return {
-      type: event.type,
-      key: `${meta.namespace ?? ''}/${meta.name}`,
-      apiVersion: event.object.apiVersion,
-      kind: event.object.kind,
-      unfiltered,
-      filtered: filtered === event.object ? unfiltered : Buffer.from(JSON.stringify(filtered)),
-    }
-  }
-
-  private decodeProtobuf(frame: Buffer) {
-    const event = decodeWatchEvent(frame)
-    if (!tracked.has(event.type)) throw new Error('not an object event')
-    const unknown = decodeUnknown(event.object)
-    const raw = Buffer.from(unknown.raw)
-    const { namespace, name } = metaOf(raw)
-    return {
-      type: event.type,
-      key: `${namespace}/${name}`,
-      apiVersion: unknown.apiVersion,
-      kind: unknown.kind,
-      unfiltered: raw,
-      filtered: this.filter.object('protobuf', unknown.apiVersion, raw),
-    }
+  /** The topology changed: queue one re-filter (several changes before its turn share it). */
+  refilter(): void {
+    if (this.queued) return
+    this.queued = true
+    this.inject(() => {
+      this.queued = false
+      for (const [key, tracked] of this.objects) {
+        if (tracked.needs === 'send') continue
+        if (this.filter.object(this.format, tracked.apiVersion, tracked.unfiltered).equals(tracked.sent)) continue
+        tracked.needs = 'send'
+        this.pending.add(key)
+      }
+      return this.flush(false)
+    })
   }
 
   /**
-   * The topology changed: send what now filters differently. Returns how many events went out.
-   * `resourceVersion` is the cluster's version of the change (the Service or Node event that caused
-   * it): a re-filtered object carries it, because informers (client-node's, for one) drop a MODIFIED
-   * whose version they already have. It is a real etcd revision, so a client resuming its watch from
-   * it resumes at a point the apiserver knows.
+   * Events for the objects that need one: at the stream's newest version where the client holds an
+   * older one; with `force`, changed objects also at the version the client holds.
    */
-  refilter(resourceVersion: string): number {
-    let sent = 0
-    for (const tracked of this.objects.values()) {
-      const filtered = this.filter.object(this.format, tracked.apiVersion, tracked.unfiltered)
-      if (filtered.equals(tracked.sent)) continue
+  private flush(force: boolean): Buffer[] {
+    const out: Buffer[] = []
+    const send = (tracked: Tracked, filtered: Buffer) => {
       tracked.sent = filtered
-      this.inject(this.modifiedFrame(tracked, filtered, resourceVersion))
-      sent++
+      out.push(this.eventFrame('MODIFIED', tracked.apiVersion, tracked.kind, this.stamped(filtered, tracked.sentVersion)))
     }
-    return sent
+    for (const key of [...this.pending]) {
+      const tracked = this.objects.get(key)!
+      const filtered = this.filter.object(this.format, tracked.apiVersion, tracked.unfiltered)
+      if (tracked.needs === 'send' && filtered.equals(tracked.sent)) {
+        tracked.needs = undefined // changed back before it went out
+        this.pending.delete(key)
+      } else if (this.highWater > tracked.sentVersion) {
+        tracked.needs = undefined
+        tracked.sentVersion = this.highWater
+        this.pending.delete(key)
+        send(tracked, filtered)
+      } else if (force && tracked.needs === 'send') {
+        tracked.needs = 'resend' // again once the stream moves on, for clients that dropped it
+        send(tracked, filtered)
+      }
+    }
+    if (out.length > 0) this.options.onSent?.(out.length)
+    this.armDeferTimer()
+    return out
   }
 
-  private modifiedFrame(tracked: Tracked, filtered: Buffer, resourceVersion: string): Buffer {
-    if (this.format === 'protobuf') {
-      const current = objectMeta(filtered).resourceVersion
-      const raw = isNewer(resourceVersion, current) ? withResourceVersion(filtered, resourceVersion) : filtered
-      return encodeWatchEvent('MODIFIED', encodeUnknown({ apiVersion: tracked.apiVersion, kind: tracked.kind, raw }))
+  private armDeferTimer(): void {
+    const waiting = [...this.pending].some(key => this.objects.get(key)?.needs === 'send')
+    if (!waiting) {
+      if (this.deferTimer) clearTimeout(this.deferTimer)
+      this.deferTimer = undefined
+      return
     }
-    const object = JSON.parse(filtered.toString()) as { metadata?: { resourceVersion?: string } }
-    if (object.metadata && isNewer(resourceVersion, object.metadata.resourceVersion ?? '')) object.metadata.resourceVersion = resourceVersion
-    return Buffer.from(JSON.stringify({ type: 'MODIFIED', object }) + '\n')
+    if (this.deferTimer) return
+    this.deferTimer = setTimeout(() => {
+      this.deferTimer = undefined
+      this.inject(() => this.flush(true))
+    }, this.options.deferMs ?? 1_000)
+    this.deferTimer.unref()
+  }
+
+  /** The watch ended. */
+  close(): void {
+    if (this.deferTimer) clearTimeout(this.deferTimer)
+  }
+
+  private stamped(object: Buffer, version: bigint): Buffer {
+    const rv = version.toString()
+    if (this.format === 'protobuf') return objectMeta(object).resourceVersion === rv ? object : withResourceVersion(object, rv)
+    return jsonWithResourceVersion(object, rv)
+  }
+
+  private eventFrame(type: string, apiVersion: string, kind: string, object: Buffer): Buffer {
+    return this.format === 'protobuf'
+      ? encodeWatchEvent(type, encodeUnknown({ apiVersion, kind, raw: object }))
+      : Buffer.concat([Buffer.from(`{"type":${JSON.stringify(type)},"object":`), object, Buffer.from('}\n')])
+  }
+
+  private decodeJson(frame: Buffer): ObjectEvent | OtherEvent {
+    const members = memberRanges(frame, ['type', 'object'])
+    const typeRange = members.get('type')
+    const objectRange = members.get('object')
+    if (!typeRange || !objectRange) throw new Error('not a watch event')
+    const type = JSON.parse(frame.toString('utf8', typeRange.start, typeRange.end)) as string
+    const inner = memberRanges(frame, ['kind', 'apiVersion', 'metadata'], objectRange.start, objectRange.end)
+    const text = (name: string) => {
+      const r = inner.get(name)
+      return r ? (JSON.parse(frame.toString('utf8', r.start, r.end)) as unknown) : undefined
+    }
+    const meta = (text('metadata') ?? {}) as { name?: string; namespace?: string; resourceVersion?: string }
+    const resourceVersion = numericVersion(meta.resourceVersion ?? '')
+    if (!objectEvents.has(type)) return { type, resourceVersion }
+    return {
+      type,
+      key: `${meta.namespace ?? ''}/${meta.name}`,
+      apiVersion: String(text('apiVersion') ?? ''),
+      kind: String(text('kind') ?? ''),
+      object: frame.subarray(objectRange.start, objectRange.end),
+      resourceVersion,
+    }
+  }
+
+  private decodeProtobuf(frame: Buffer): ObjectEvent | OtherEvent {
+    const event = decodeWatchEvent(frame)
+    const unknown = decodeUnknown(event.object)
+    const raw = Buffer.from(unknown.raw)
+    const meta = objectMeta(raw)
+    const resourceVersion = numericVersion(meta.resourceVersion)
+    if (!objectEvents.has(event.type)) return { type: event.type, resourceVersion }
+    return { type: event.type, key: `${meta.namespace}/${meta.name}`, apiVersion: unknown.apiVersion, kind: unknown.kind, object: raw, resourceVersion }
   }
 }
 
-function isNewer(candidate: string, current: string): boolean {
-  return /^\d+$/.test(candidate) && (!/^\d+$/.test(current) || BigInt(candidate) > BigInt(current))
+/** The JSON object with metadata.resourceVersion set to `rv`; every other byte kept. */
+function jsonWithResourceVersion(object: Buffer, rv: string): Buffer {
+  const metadata = memberRanges(object, ['metadata']).get('metadata')
+  const value = Buffer.from(JSON.stringify(rv))
+  if (!metadata) return Buffer.concat([Buffer.from(`{"metadata":{"resourceVersion":${value}},`), object.subarray(object.indexOf(0x7b) + 1)])
+  const current = memberRanges(object, ['resourceVersion'], metadata.start, metadata.end).get('resourceVersion')
+  if (current) return Buffer.concat([object.subarray(0, current.start), value, object.subarray(current.end)])
+  const open = object.indexOf(0x7b, metadata.start) + 1
+  const empty = object.subarray(open, metadata.end - 1).toString().trim() === ''
+  return Buffer.concat([object.subarray(0, open), Buffer.from(`"resourceVersion":${value}${empty ? '' : ','}`), object.subarray(open)])
 }
 
-function metaOf(raw: Buffer): { namespace: string; name: string } {
-  const meta = objectMeta(raw)
-  return { namespace: meta.namespace, name: meta.name }
-}
+/** Lists kept for their watch to start from, at most this many (one per component and scope in practice). */
+const maxRememberedLists = 32
 
-/** Every open filtered watch, told when the topology changes. */
+/**
+ * Every open filtered watch, told when the topology changes; and the last filtered list of each
+ * component and scope the cache does not keep (nginx-ingress-controller's), which the watch that
+ * follows it starts from, as cached components' watches start from the cache.
+ */
 export class FilteredWatches {
   private readonly watches = new Set<FilteredWatch>()
+  private readonly lists = new Map<string, CachedObject[]>()
+
+  private static listKey(info: RequestInfo): string {
+    return JSON.stringify([info.component, info.apiGroup, info.apiVersion, info.resource, info.namespace, info.labelSelector, info.fieldSelector])
+  }
+
+  /** One page of a filtered list; later pages (a continue token) add to the first. */
+  rememberList(info: RequestInfo, items: CachedObject[]): void {
+    const key = FilteredWatches.listKey(info)
+    const earlier = info.query.get('continue') ? (this.lists.get(key) ?? []) : []
+    this.lists.delete(key)
+    this.lists.set(key, earlier.concat(items))
+    if (this.lists.size > maxRememberedLists) this.lists.delete(this.lists.keys().next().value!)
+  }
+
+  /** The list a watch follows, given up to it (a later list of the same scope replaces it anyway). */
+  takeList(info: RequestInfo): CachedObject[] {
+    const key = FilteredWatches.listKey(info)
+    const items = this.lists.get(key) ?? []
+    this.lists.delete(key)
+    return items
+  }
 
   add(watch: FilteredWatch): () => void {
     this.watches.add(watch)
-    return () => this.watches.delete(watch)
+    return () => {
+      this.watches.delete(watch)
+      watch.close()
+    }
   }
 
-  refilterAll(resourceVersion: string): number {
-    let sent = 0
-    for (const watch of this.watches) sent += watch.refilter(resourceVersion)
-    return sent
+  /** Queues a re-filter in every open filtered watch; returns how many watches were told. */
+  refilterAll(): number {
+    for (const watch of this.watches) watch.refilter()
+    return this.watches.size
   }
 }

@@ -1,11 +1,14 @@
 // The long-lived streams open right now, so a change of cloud state can end them: upstream
 // watches when the cloud goes down (no client may wait on a dead link), offline watches when it
-// comes back (clients re-watch against the cloud and get what changed meanwhile).
+// comes back (clients re-watch against the cloud and get what changed meanwhile), and watches
+// answered from the cache during a blip too short to count as an outage as soon as any apiserver
+// answers again.
 type End = () => void
 
 export class LiveStreams {
   private readonly upstream = new Set<End>()
   private readonly offline = new Set<End>()
+  private readonly fallback = new Set<End>()
 
   addUpstreamWatch(end: End): void {
     this.upstream.add(end)
@@ -21,6 +24,19 @@ export class LiveStreams {
 
   removeOfflineWatch(end: End): void {
     this.offline.delete(end)
+    this.fallback.delete(end)
+  }
+
+  /** An offline watch served while the hub still counted the cloud as up (every upstream failed once). */
+  addFallbackWatch(end: End): void {
+    this.offline.add(end)
+    this.fallback.add(end)
+  }
+
+  /** An apiserver answered: watches served from the cache only because of a blip end now. */
+  endFallbackWatches(): number {
+    for (const end of this.fallback) this.offline.delete(end)
+    return endAll(this.fallback)
   }
 
   get counts(): { upstream: number; offline: number } {
@@ -32,6 +48,7 @@ export class LiveStreams {
   }
 
   endOfflineWatches(): number {
+    this.fallback.clear()
     return endAll(this.offline)
   }
 }

@@ -13,6 +13,7 @@ import type { Recorder } from './cache/recorder.ts'
 import { resourceKeyOf, scopeOf } from './cache/recorder.ts'
 import type { LiveStreams } from './streams.ts'
 import { WatchFrameSplitter } from './frames.ts'
+import { SilenceGuard } from './watch-pipeline.ts'
 import { readAll } from './body.ts'
 import { pipeline } from 'node:stream'
 import { nodePoolLabel, topologyAnnotation } from '../filters/topology.ts'
@@ -44,6 +45,8 @@ export interface TopologySourceOptions {
   isOnline: () => boolean
   log: Logger
   retryMs?: number
+  /** a watch silent this long (BOOKMARKs come about every minute) is a dead link */
+  silenceMs?: number
 }
 
 const sameLabels = (a: Record<string, string> | undefined, b: Record<string, string> | undefined) =>
@@ -226,11 +229,13 @@ export class TopologySource extends EventEmitter {
     }
     const stop = () => res.body.destroy()
     this.options.streams.addUpstreamWatch(stop)
+    const silence = new SilenceGuard(this.options.silenceMs ?? 150_000, stop)
     const info = this.info(path)
     const scope = scopeOf(info)
     let resourceVersion = from
     try {
       for await (const frame of pipeline(res.body, new WatchFrameSplitter('json'), () => {})) {
+        silence.heard()
         const event = JSON.parse((frame as Buffer).toString()) as { type: string; object: { metadata: Metadata; code?: number } }
         if (event.type === 'ERROR') return '' // 410 Expired or worse: relist
         resourceVersion = event.object.metadata.resourceVersion ?? resourceVersion
@@ -240,6 +245,7 @@ export class TopologySource extends EventEmitter {
         if (watched.apply(event.type as 'ADDED', event.object.metadata)) this.changed()
       }
     } finally {
+      silence.stop()
       this.options.streams.removeUpstreamWatch(stop)
       res.body.destroy()
     }

@@ -62,6 +62,7 @@ t.test('defaults', async t => {
     healthTimeoutMs: 2000,
     healthFailures: 3,
     healthSuccesses: 2,
+    watchSilenceTimeoutMs: 150_000,
   })
 })
 
@@ -104,6 +105,7 @@ const each: [string, string, keyof HubConfig, unknown][] = [
   ['health-timeout', '3s', 'healthTimeoutMs', 3000],
   ['health-failures', '5', 'healthFailures', 5],
   ['health-successes', '1', 'healthSuccesses', 1],
+  ['watch-silence', '90s', 'watchSilenceTimeoutMs', 90_000],
 ]
 
 t.test('each flag, as --flag value and --flag=value', async t => {

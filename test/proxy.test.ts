@@ -207,7 +207,7 @@ t.test('every upstream down: 503 ServiceUnavailable Status, and the hub serves a
   t.equal(down.statusCode, 503)
   const status = (await down.body.json()) as any
   t.match(status, { kind: 'Status', status: 'Failure', reason: 'ServiceUnavailable', code: 503 })
-  t.match(status.message, /no apiserver reachable: http:\/\/127\.0\.0\.1:\d+: (connect |UND_ERR_SOCKET|ECONN)/, 'the message names the server and why')
+  t.match(status.message, /no apiserver reachable: http:\/\/127\.0\.0\.1:\d+: (connect |read |UND_ERR_SOCKET|ECONN)/, 'the message names the server and why')
   await h.simulator.setFault('none')
   const res = await eventually(async () => {
     const r = await request(`${h.url}/api/v1/namespaces/default/configmaps`)

@@ -1,6 +1,11 @@
-// Live re-filtering on the recorded protobuf watch stream (the simulator speaks JSON only).
+// Live re-filtering: on the recorded protobuf stream, and through the watch pipeline, where a
+// re-filter must never overtake a newer frame nor carry a version the stream has not reached.
 import t from 'tap'
-import { fixtureBytes, recordedAnnotations, recordedContext, watchFrames } from './helpers/fixtures.ts'
+import http from 'node:http'
+import { once } from 'node:events'
+import { PassThrough } from 'node:stream'
+import { request } from 'undici'
+import { fixtureBytes, fixtureJson, recordedAnnotations, recordedContext, watchFrames } from './helpers/fixtures.ts'
 import { pino } from 'pino'
 import { FilterRegistry } from '../filters/registry.ts'
 import type { TopologyProvider } from '../filters/registry.ts'
@@ -8,38 +13,119 @@ import { filterProtobufWatchFrame } from '../filters/servicetopology-protobuf.ts
 import { FilteredWatch } from '../lib/refilter.ts'
 import { classify } from '../lib/requestinfo.ts'
 import { decodeUnknown, decodeWatchEvent, objectMeta } from '../lib/codec/protobuf.ts'
+import { streamWatch } from '../lib/watch-pipeline.ts'
+import { WatchFrameSplitter } from '../lib/frames.ts'
+import type { CachedObject } from '../lib/cache/types.ts'
 
-const fixture = fixtureBytes
-
-const frames = watchFrames
-
-t.test('protobuf frames: filtered once, tracked, and re-filtered when an annotation changes', async t => {
+function topology() {
   const context = recordedContext('kind-worker2')
   const annotations = recordedAnnotations()
-  const provider: TopologyProvider = {
-    known: true,
-    context: () => context,
-    annotationOf: (ns, name) => annotations.get(`${ns}/${name}`),
-  }
+  const provider: TopologyProvider = { known: true, context: () => context, annotationOf: (ns, name) => annotations.get(`${ns}/${name}`) }
   const registry = new FilterRegistry(provider, ['kube-proxy'], pino({ level: 'silent' }))
-  const filter = registry.forRequest(classify('GET', '/apis/discovery.k8s.io/v1/endpointslices?watch=true', 'kube-proxy/v1.24.0'))!
-  const injected: Buffer[] = []
-  const watch = new FilteredWatch('protobuf', filter, frame => injected.push(frame))
+  const change = (service: string, value: string) => {
+    annotations.set(service, value)
+    registry.invalidate()
+  }
+  return { provider, registry, change }
+}
 
-  const input = frames(fixture('watch-endpointslices.pb'))
+const sliceWatch = (query = '') => classify('GET', `/apis/discovery.k8s.io/v1/endpointslices?watch=true${query}`, 'kube-proxy/v1.24.0')
+
+t.test('protobuf frames: filtered once, tracked, and re-filtered when an annotation changes', async t => {
+  const { provider, registry, change } = topology()
+  const filter = registry.forRequest(sliceWatch())!
+  const queue: (() => Buffer[])[] = []
+  const watch = new FilteredWatch('protobuf', filter, produce => queue.push(produce))
+
+  const input = watchFrames(fixtureBytes('watch-endpointslices.pb'))
+  let newest = 0
   for (const frame of input) {
-    const out = watch.onFrame(frame)
-    t.same(out, filterProtobufWatchFrame(frame, { topology: provider.context(), annotationOf: provider.annotationOf }).frame, 'the same bytes as the wire filter')
+    const out = watch.take(frame)
+    t.same(out, [filterProtobufWatchFrame(frame, { topology: provider.context(), annotationOf: provider.annotationOf }).frame], 'the same bytes as the wire filter')
+    newest = Math.max(newest, Number(objectMeta(Buffer.from(decodeUnknown(decodeWatchEvent(frame).object).raw)).resourceVersion))
   }
 
-  annotations.set('default/svc-ud1', 'kubernetes.io/hostname')
-  registry.invalidate()
-  t.equal(watch.refilter('99999'), 1, 'one object filters differently now')
+  change('default/svc-ud1', 'kubernetes.io/hostname')
+  watch.refilter()
+  watch.refilter()
+  t.equal(queue.length, 1, 'two changes before its turn share one re-filter')
+  const injected = queue.shift()!()
+  t.equal(injected.length, 1, 'one object filters differently now')
   const event = decodeWatchEvent(injected[0])
   t.equal(event.type, 'MODIFIED')
-  const unknown = decodeUnknown(event.object)
-  const meta = objectMeta(Buffer.from(unknown.raw))
+  const meta = objectMeta(Buffer.from(decodeUnknown(event.object).raw))
   t.equal(meta.name, 'svc-ud1-abcde')
-  t.equal(meta.resourceVersion, '99999', 'carries the version of the change')
-  t.equal(watch.refilter('99999'), 0, 'nothing more to send')
+  t.equal(meta.resourceVersion, String(newest), "it carries the stream's newest version, never one the stream has not reached")
+  watch.refilter()
+  t.same(queue.shift()!(), [], 'nothing more to send')
+  watch.close()
+})
+
+t.test('an object that is the newest thing in its stream waits for the stream to move on', async t => {
+  const { registry, change } = topology()
+  const filter = registry.forRequest(sliceWatch())!
+  const queue: (() => Buffer[])[] = []
+  const list = fixtureJson('list-endpointslices.json')
+  const watch = new FilteredWatch('json', filter, produce => queue.push(produce), { startResourceVersion: '200', deferMs: 60_000 })
+  const slice = list.items.find((s: any) => s.metadata.name === 'svc-ud1-abcde')
+  const seed: CachedObject = { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', namespace: 'default', name: slice.metadata.name, resourceVersion: '200', format: 'json', body: Buffer.from(JSON.stringify({ kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', ...slice })) }
+  watch.seed([seed])
+  change('default/svc-ud1', 'kubernetes.io/hostname')
+  watch.refilter()
+  t.same(queue.shift()!(), [], 'version 200 is the newest the stream has delivered: the event waits')
+  const bookmark = Buffer.from(JSON.stringify({ type: 'BOOKMARK', object: { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', metadata: { resourceVersion: '230' } } }) + '\n')
+  const out = watch.take(bookmark)
+  t.equal(out.length, 2, 'the BOOKMARK, then the waiting event')
+  const event = JSON.parse(out[1].toString())
+  t.equal(event.type, 'MODIFIED')
+  t.equal(event.object.metadata.resourceVersion, '230', 'at the version the stream has now reached')
+  t.same(event.object.endpoints.map((e: any) => e.nodeName), ['kind-worker2'])
+  watch.close()
+})
+
+t.test('through the pipeline, a re-filter waiting behind a slow frame uses that frame’s body', async t => {
+  const { registry, change } = topology()
+  const filter = registry.forRequest(sliceWatch('&resourceVersion=206'))!
+  const list = fixtureJson('list-endpointslices.json')
+  const original = list.items.find((s: any) => s.metadata.name === 'svc-ud1-abcde')
+  const seed: CachedObject = { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', namespace: 'default', name: 'svc-ud1-abcde', resourceVersion: original.metadata.resourceVersion, format: 'json', body: Buffer.from(JSON.stringify({ kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', ...original })) }
+  // the newer body: kind-worker2's endpoint gone, one added on kind-worker3 (same pool)
+  const newer = structuredClone({ kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', ...original })
+  newer.metadata.resourceVersion = '210'
+  newer.endpoints = original.endpoints.filter((e: any) => e.nodeName !== 'kind-worker2').concat([{ addresses: ['10.244.3.9'], conditions: { ready: true }, nodeName: 'kind-worker3' }])
+
+  const upstream = new PassThrough()
+  let releaseDisk!: () => void
+  const disk = new Promise<void>(resolve => (releaseDisk = resolve))
+  let watch!: FilteredWatch
+  const server = http.createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' })
+    void streamWatch(upstream, new WatchFrameSplitter('json'), res, {
+      prepare: () => disk, // the frame's fsync is slow
+      take: frame => watch.take(frame),
+      onInject: inject => {
+        watch = new FilteredWatch('json', filter, inject, { startResourceVersion: '206' })
+        watch.seed([seed])
+      },
+    })
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.teardown(() => server.close())
+  const res = await request(`http://127.0.0.1:${(server.address() as { port: number }).port}/`)
+  upstream.write(JSON.stringify({ type: 'MODIFIED', object: newer }) + '\n')
+  await new Promise(resolve => setTimeout(resolve, 50))
+  // the topology changes while the newer frame waits for the disk
+  change('default/svc-ud1', 'openyurt.io/nodepool,*')
+  change('default/svc-ud1', 'kubernetes.io/hostname,openyurt.io/nodepool')
+  watch.refilter()
+  releaseDisk()
+  upstream.end()
+  const events = (await res.body.text()).trim().split('\n').map(l => JSON.parse(l))
+  t.ok(events.length >= 1)
+  const last = events[events.length - 1]
+  t.equal(last.object.metadata.name, 'svc-ud1-abcde')
+  t.ok(Number(last.object.metadata.resourceVersion) >= 210, 'the last word carries the newer version')
+  t.same(last.object.endpoints.map((e: any) => e.addresses[0]).sort(), ['10.244.3.2', '10.244.3.9'], "the client ends with the newer body's endpoints, filtered as now")
+  t.ok(events.every(e => Number(e.object.metadata.resourceVersion) <= 210), 'no version beyond what the stream delivered')
 })
