@@ -4,6 +4,7 @@ import t from 'tap'
 import { spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { mkdtempSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -37,6 +38,29 @@ async function startHubProcess(server: string, cacheDir: string): Promise<{ url:
     }
   }, 30_000, 'the hub process to listen')
   return { url, child }
+}
+
+/** A JSON watch stream read as it arrives: BOOKMARKs counted, and how it ended. */
+function readWatch(body: AsyncIterable<Buffer>): { bookmarks(): number; isOpen(): boolean; ended: Promise<{ error?: unknown }> } {
+  let bookmarks = 0
+  let open = true
+  let buffered = ''
+  const ended = (async () => {
+    try {
+      for await (const chunk of body) {
+        buffered += chunk.toString()
+        const lines = buffered.split('\n')
+        buffered = lines.pop() ?? ''
+        for (const line of lines) if (line.trim() && JSON.parse(line).type === 'BOOKMARK') bookmarks++
+      }
+      return {}
+    } catch (error) {
+      return { error }
+    } finally {
+      open = false
+    }
+  })()
+  return { bookmarks: () => bookmarks, isOpen: () => open, ended }
 }
 
 async function json(url: string): Promise<{ status: number; body: any }> {
@@ -131,7 +155,7 @@ t.test('SIGKILL mid-burst, restart offline: every file parses, nothing acknowled
 })
 
 t.test('SIGTERM with open watches exits 0, ends the watches, and leaves a loadable cache', async t => {
-  const simulator = await startDemoCluster()
+  const simulator = await startDemoCluster({ bookmarkIntervalMs: 100 })
   t.teardown(() => simulator.close())
   const cacheDir = mkdtempSync(path.join(os.tmpdir(), 'outpost-sigterm-'))
   const hub = await startHubProcess(simulator.url, cacheDir)
@@ -139,15 +163,21 @@ t.test('SIGTERM with open watches exits 0, ends the watches, and leaves a loadab
   await (await request(`${hub.url}/api/v1/namespaces/default/configmaps`, { headers: kubelet })).body.dump()
   const rv = simulator.currentResourceVersion()
   const watches = await Promise.all(
-    [0, 1, 2].map(() => request(`${hub.url}/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=${rv}`, { headers: kubelet })),
+    [0, 1, 2].map(() => request(`${hub.url}/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true&resourceVersion=${rv}`, { headers: kubelet })),
   )
-  const ended = Promise.all(watches.map(w => w.body.text().catch(() => '')))
+  t.same(watches.map(w => w.statusCode), [200, 200, 200])
+  const readers = watches.map(w => readWatch(w.body))
+  await eventually(() => readers.every(r => r.bookmarks() >= 3 || !r.isOpen()), 30_000, "three of the apiserver's BOOKMARKs on every watch")
+  t.same(readers.map(r => r.isOpen()), [true, true, true], `every watch is open after ${Math.min(...readers.map(r => r.bookmarks()))}+ BOOKMARK periods`)
   const exited = once(hub.child, 'exit')
   hub.child.kill('SIGTERM')
   const [code] = await exited
   t.equal(code, 0, 'exit code 0')
-  await ended
-  t.pass('every open watch was ended')
+  const ends = await Promise.race([Promise.all(readers.map(r => r.ended)), sleep(20_000, undefined, { ref: false })])
+  t.ok(ends, 'every watch open until the SIGTERM was ended by the shutdown')
+  t.same(ends?.map(e => (e.error ? String(e.error) : 'clean')), ['clean', 'clean', 'clean'], 'ended cleanly after the last whole event', {
+    todo: 'hub.close() force-closes the connections before the ended watches have written their last chunk: clients see "other side closed"',
+  })
   const report = await (await DiskCache.open(cacheDir, pino({ level: 'silent' }))).load(() => {})
   t.equal(report.failed.length, 0, 'the cache loads')
   t.ok(report.loaded > 0, 'and holds what was recorded')
