@@ -79,14 +79,19 @@ t.test('a rotation caught half-written keeps the credentials in use', async t =>
   const simulator = await ApiServerSimulator.start({ tls: { key: pki.server.key, cert: pki.server.cert, ca: pki.ca.cert, requestCert: true } })
   const dir = await tmp('outpost-halfway-')
   const kubeconfig = await writeKubeconfig(dir, { server: simulator.url, ca: pki.ca.cert, cert: pki.client.cert, key: pki.client.key, inline: false })
-  const hub = await startHub(hubConfig([], { kubeconfig }), { logger: quietLogger(), timing: fast })
+  const captured = capturingLogger()
+  const hub = await startHub(hubConfig([], { kubeconfig }), { logger: captured.logger, timing: fast })
   t.teardown(async () => {
     await hub.close()
     await simulator.close()
   })
   // the certificate is new, the key not yet: they do not belong together
   await writeFile(path.join(dir, 'pki', 'client.crt'), other.client.cert)
-  await new Promise(resolve => setTimeout(resolve, 500))
+  // the hub has re-read the files and made up its mind (either way)
+  const decided = /does not match its key|node credentials changed on disk/
+  await eventually(() => decided.test(captured.text()), 10_000, 'the hub to re-read the half-written rotation')
+  t.match(captured.text(), /client certificate does not match its key \(a rotation half-written\?\); keeping the credentials in use/, 'the mismatch is noticed and logged')
+  t.notMatch(captured.text(), /node credentials changed on disk/, 'and the pair is not taken')
   t.equal(await get(hub, '/api/v1/namespaces'), 200, 'requests still authenticate')
   t.equal(lastUser(simulator, '/api/v1/namespaces'), 'system:node:kind-worker2', 'with the certificate and key that match')
 })
