@@ -14,7 +14,7 @@ import type { Duplex } from 'node:stream'
 import WebSocket from 'ws'
 import { ApiServerSimulator } from './simulator/index.ts'
 import { startHub } from '../lib/hub.ts'
-import { eventually, hubConfig, quietLogger, startHarness } from './helpers/hub.ts'
+import { capturingLogger, eventually, hubConfig, quietLogger, startHarness } from './helpers/hub.ts'
 import type { Harness } from './helpers/hub.ts'
 import { createTestPki, writeKubeconfig } from './helpers/pki.ts'
 import type { Pem } from './helpers/pki.ts'
@@ -426,8 +426,9 @@ t.test('files mode: replaced certificate files serve new connections; an open on
   const simulator = await ApiServerSimulator.start({ tokens: [userToken, hubToken] })
   t.teardown(() => simulator.close())
   const kubeconfig = await writeKubeconfig(path.join(dir, 'node'), { server: 'http://127.0.0.1:9', token: hubToken, inline: true })
+  const captured = capturingLogger()
   const hub = await startHub(hubConfig([simulator.url], { securePort: 0, tlsCertFile: certFile, tlsKeyFile: keyFile, certDir: path.join(dir, 'pki'), kubeconfig }), {
-    logger: quietLogger(),
+    logger: captured.logger,
     timing: { reloadIntervalMs: 100 },
   })
   t.teardown(() => hub.close())
@@ -460,9 +461,14 @@ t.test('files mode: replaced certificate files serve new connections; an open on
   t.equal(seen(simulator, '/api/v1/namespaces/default/configmaps/after')[0]?.user, userIdentity)
 
   // a half-written rotation (key of one, certificate of another) is not taken: the last good pair stays
+  const mark = captured.text().length
   await writeFile(keyFile, first.server.key)
-  await new Promise(resolve => setTimeout(resolve, 500))
-  t.equal(await served(), fingerprintOf(second.server), 'a mismatched pair on disk is not served')
+  // the hub has re-read the files and done something about them: refused them (or swapped them in)
+  const since = () => captured.text().slice(mark)
+  await eventually(() => /serving certificate renewal failed|serving certificate renewed/.test(since()), 15_000, 'the hub to re-read the changed files')
+  t.match(since(), /serving certificate renewal failed/, 'the mismatched pair is refused (logged)')
+  t.notMatch(since(), /serving certificate renewed/, 'nothing was swapped in')
+  t.equal(await served(), fingerprintOf(second.server), 'a mismatched pair on disk is not served: the last good one is')
 })
 
 // --- slow and oversized clients ------------------------------------------------------------------------
