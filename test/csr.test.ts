@@ -197,12 +197,29 @@ t.test('over TLS: a bootstrap token creates the CSR, the issued client certifica
 
 t.test('polling survives an apiserver that refuses connections for a while; abort ends the wait', async t => {
   const s = await sim(t)
-  const api = caller(t, s.url)
+  const direct = caller(t, s.url)
+  // every call that failed to reach the apiserver, by error code
+  const failed: string[] = []
+  const api: ApiCaller = async (method, path, body) => {
+    try {
+      return await direct(method, path, body)
+    } catch (error) {
+      failed.push((error as { code?: string }).code ?? String(error))
+      throw error
+    }
+  }
   const { csr } = await nodeRequest()
   const flow = requestCertificate(api, { csr, ...nodeClientCertificate, namePrefix: 'node-csr-', pollIntervalMs: 10 })
+  let settled = false
+  flow.then(
+    () => (settled = true),
+    () => (settled = true),
+  )
   const pending = await firstCsr(s)
   await s.setFault('refuse')
-  await new Promise(resolve => setTimeout(resolve, 100))
+  await waitFor(() => failed.filter(code => code === 'ECONNREFUSED').length >= 3 || settled, 'three polls refused', 15_000)
+  t.ok(failed.filter(code => code === 'ECONNREFUSED').length >= 3, `polls went on through the outage: ${failed.length} failed`)
+  t.notOk(settled, 'and the flow still waits for the certificate')
   await s.setFault('none')
   s.approveCsr(pending.metadata.name)
   t.ok(certificateInfo(await flow), 'answered after the outage')
