@@ -3,6 +3,7 @@
 import t from 'tap'
 import * as k8s from '@kubernetes/client-node'
 import { request } from 'undici'
+import { once } from 'node:events'
 import { startHarness, eventually } from './helpers/hub.ts'
 import { kubeConfigFor } from './helpers/clients.ts'
 
@@ -75,24 +76,53 @@ t.test('a topology change sends MODIFIED for the slices whose filtered form chan
     }
   })().catch(() => {})
 
+  // Markers: a label written on the unannotated Service's slice in the cloud, relayed upstream
+  // frame on the same ordered stream. Once one has arrived, everything the hub had queued for
+  // this watch before it (re-filtered events included) has arrived too; a second marker also
+  // covers anything flushed together with the first.
+  const markerSlice = list.items.find((s: any) => s.metadata.labels['kubernetes.io/service-name'] === 'svc-ud1-without-topology').metadata.name
+  let markers = 0
+  const marker = async () => {
+    const n = String(++markers)
+    h.simulator.patch('discovery.k8s.io/v1', 'EndpointSlice', 'default', markerSlice, { metadata: { labels: { marker: n } } })
+    await eventually(() => events.some(e => e.object?.metadata?.name === markerSlice && e.object.metadata.labels?.marker === n), 10_000, `marker ${n} on the watch`)
+  }
+  const everythingSent = async () => {
+    await marker()
+    await marker()
+  }
+  const others = () => events.filter(e => e.object?.metadata?.name !== markerSlice).map(e => `${e.type} ${e.object?.metadata?.name}`)
+  /** the hub has taken in a topology change (its own handler, registered first, has re-filtered) */
+  const topologyChange = () => once(h.hub.topology, 'change')
+
   // svc-host's slice has endpoints on kind-worker (hangzhou) and kind-worker2 (this node): hostname
   // → pool filters it the same, so nothing is sent; hostname → * brings kind-worker's back
+  let changed = topologyChange()
   h.simulator.patch('v1', 'Service', 'default', 'svc-host', { metadata: { annotations: { 'openyurt.io/topologyKeys': 'openyurt.io/nodepool' } } })
-  await new Promise(resolve => setTimeout(resolve, 500))
-  t.same(events, [], 'an annotation change that filters the same sends nothing')
+  await changed
+  t.equal(h.hub.topology.annotationOf('default', 'svc-host'), 'openyurt.io/nodepool', 'the hub took in the annotation change')
+  await everythingSent()
+  t.same(others(), [], 'an annotation change that filters the same sends nothing')
   h.simulator.patch('v1', 'Service', 'default', 'svc-host', { metadata: { annotations: { 'openyurt.io/topologyKeys': 'kubernetes.io/hostname,*' } } })
   h.simulator.patch('v1', 'Service', 'default', 'svc-host', { metadata: { annotations: { 'openyurt.io/topologyKeys': '*' } } })
-  await eventually(() => events.length > 0, 10_000, 'the re-filtered slice')
-  await new Promise(resolve => setTimeout(resolve, 500)) // anything else would have come by now
+  await eventually(() => others().length > 0, 10_000, 'the re-filtered slice')
+  await everythingSent()
   const hostSlice = list.items.find((s: any) => s.metadata.labels['kubernetes.io/service-name'] === 'svc-host').metadata.name
-  t.same(events.map(e => `${e.type} ${e.object.metadata.name}`), [`MODIFIED ${hostSlice}`], 'exactly one event, for the one slice whose filtered form changed')
-  t.equal(events[0].object.endpoints.length, 2, 'now with both endpoints')
-  const sent = Number(events[0].object.metadata.resourceVersion)
+  t.same(others(), [`MODIFIED ${hostSlice}`], 'exactly one event, for the one slice whose filtered form changed')
+  const refiltered = events.find(e => e.object?.metadata?.name === hostSlice)
+  t.equal(refiltered.object.endpoints.length, 2, 'now with both endpoints')
+  const sent = Number(refiltered.object.metadata.resourceVersion)
   t.ok(sent > Number(list.items.find((s: any) => s.metadata.name === hostSlice).metadata.resourceVersion), 'a version newer than the one the client holds')
   t.ok(sent >= Number(list.metadata.resourceVersion), 'at least where the stream started')
 
   // a change that filters nothing differently sends nothing
-  h.simulator.patch('v1', 'Service', 'default', 'svc-ud1-without-topology', { metadata: { labels: { touched: 'yes' } } })
-  await new Promise(resolve => setTimeout(resolve, 500))
-  t.equal(events.length, 1, 'an unrelated Service change sends nothing')
+  const touched = h.simulator.patch('v1', 'Service', 'default', 'svc-ud1-without-topology', { metadata: { labels: { touched: 'yes' } } })
+  await eventually(() => BigInt(h.hub.topology.resourceVersion) >= BigInt(touched.metadata.resourceVersion), 10_000, "the hub's Service reflector to see the change")
+  await everythingSent()
+  t.same(others(), [`MODIFIED ${hostSlice}`], 'an unrelated Service change sends nothing')
+  t.same(
+    events.filter(e => e.object?.metadata?.name === markerSlice).map(e => `${e.type} marker=${e.object.metadata.labels?.marker}`),
+    Array.from({ length: markers }, (_, i) => `MODIFIED marker=${i + 1}`),
+    'and the marker slice got exactly its own changes',
+  )
 })
