@@ -193,6 +193,8 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
       nodeCredentials.stop()
       streams.endOfflineWatches()
       streams.endUpstreamWatches()
+      // ended watches write their last chunk before the server force-closes connections
+      await streams.whenClosed(2_000)
       await Promise.allSettled([proxy.close(), admin.close(), secure?.close()])
       await store.flush()
       store.close()

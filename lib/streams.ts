@@ -9,28 +9,52 @@ export class LiveStreams {
   private readonly upstream = new Set<End>()
   private readonly offline = new Set<End>()
   private readonly fallback = new Set<End>()
+  /** streams added and not yet removed, ended or not: what a shutdown waits for */
+  private open = 0
+  private readonly idle: (() => void)[] = []
 
   addUpstreamWatch(end: End): void {
     this.upstream.add(end)
+    this.open++
   }
 
   removeUpstreamWatch(end: End): void {
     this.upstream.delete(end)
+    this.closed()
   }
 
   addOfflineWatch(end: End): void {
     this.offline.add(end)
+    this.open++
   }
 
   removeOfflineWatch(end: End): void {
     this.offline.delete(end)
     this.fallback.delete(end)
+    this.closed()
   }
 
   /** An offline watch served while the hub still counted the cloud as up (every upstream failed once). */
   addFallbackWatch(end: End): void {
-    this.offline.add(end)
+    this.addOfflineWatch(end)
     this.fallback.add(end)
+  }
+
+  private closed(): void {
+    this.open--
+    if (this.open === 0) for (const resolve of this.idle.splice(0)) resolve()
+  }
+
+  /** Resolves once every stream has finished (its last chunk written), or after `timeoutMs`. */
+  whenClosed(timeoutMs: number): Promise<void> {
+    if (this.open <= 0) return Promise.resolve()
+    return new Promise(resolve => {
+      const timer = setTimeout(resolve, timeoutMs)
+      this.idle.push(() => {
+        clearTimeout(timer)
+        resolve()
+      })
+    })
   }
 
   /** An apiserver answered: watches served from the cache only because of a blip end now. */
