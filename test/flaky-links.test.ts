@@ -3,28 +3,22 @@
 // stream: it ends, the client re-watches, and sees what changes next.
 import t from 'tap'
 import { request } from 'undici'
-import { pipeline } from 'node:stream'
 import { ApiServerSimulator } from './simulator/index.ts'
 import { startHub } from '../lib/hub.ts'
 import { eventually, hubConfig, quietLogger } from './helpers/hub.ts'
 import { startNat } from './helpers/nat.ts'
-import { WatchFrameSplitter } from '../lib/frames.ts'
+import { readWatch } from './helpers/watch.ts'
 
 const kubeletUA = 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89'
 const configMap = (name: string) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: 'default' }, data: { v: name } })
 
-/** Reads a JSON watch in the background: its events, and whether it has ended. */
+/** A watch opened through the hub as kubelet, read in the background. */
 async function openWatch(url: string) {
   const res = await request(url, { headers: { 'user-agent': kubeletUA } })
-  const state = { status: res.statusCode, headers: res.headers, events: [] as any[], ended: false }
-  void (async () => {
-    try {
-      for await (const frame of pipeline(res.body, new WatchFrameSplitter('json'), () => {})) state.events.push(JSON.parse((frame as Buffer).toString()))
-    } catch {
-      // cut: counts as ended
-    }
-    state.ended = true
-  })()
+  const reader = readWatch(res.body)
+  const state = { status: res.statusCode, headers: res.headers, events: reader.events, get ended() {
+    return !reader.isOpen()
+  } }
   return { state, stop: () => res.body.destroy() }
 }
 

@@ -6,7 +6,8 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import * as k8s from '@kubernetes/client-node'
 import type { Dispatcher } from 'undici'
-import { startHarness, eventually, hubConfig, quietLogger } from './helpers/hub.ts'
+import { startHarness, eventually, hubConfig, quietLogger, goDark, comeBack } from './helpers/hub.ts'
+import { readWatch as readJsonWatch } from './helpers/watch.ts'
 import type { Harness } from './helpers/hub.ts'
 import { kubeConfigFor } from './helpers/clients.ts'
 import { ApiServerSimulator } from './simulator/index.ts'
@@ -17,15 +18,6 @@ import { decodeUnknown, splitList } from '../lib/codec/protobuf.ts'
 const kubeletUA = 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89'
 const fixture = (name: string) => readFileSync(new URL(`./fixtures/apiserver-v1.24/${name}`, import.meta.url))
 
-async function goDark(h: Harness): Promise<void> {
-  await h.simulator.setFault('refuse')
-  await eventually(() => h.hub.health.state === 'offline', 10_000, 'the hub to declare the cloud offline')
-}
-
-async function comeBack(h: Harness): Promise<void> {
-  await h.simulator.setFault('none')
-  await eventually(() => h.hub.health.state === 'online', 10_000, 'the hub to declare the cloud online')
-}
 
 /**
  * The hub declares the cloud offline while the simulator still accepts every connection and logs
@@ -53,36 +45,10 @@ async function startWithBookmarks(periodMs: number): Promise<Harness> {
   }
 }
 
-interface WatchReader {
-  /** the events received so far */
-  events: any[]
-  bookmarks(): number
-  isOpen(): boolean
-  /** settles when the stream ends: whether it broke, and the hub's cloud state at that moment */
-  ended: Promise<{ error?: unknown; state: string }>
-}
-
-/** Reads a JSON watch stream as it arrives. */
-function readWatch(body: Dispatcher.ResponseData['body'], h: Harness): WatchReader {
-  const events: any[] = []
-  let open = true
-  let buffered = ''
-  const ended = (async () => {
-    try {
-      for await (const chunk of body) {
-        buffered += chunk.toString()
-        const lines = buffered.split('\n')
-        buffered = lines.pop() ?? ''
-        for (const line of lines) if (line.trim()) events.push(JSON.parse(line))
-      }
-      return { state: h.hub.health.state }
-    } catch (error) {
-      return { error, state: h.hub.health.state }
-    } finally {
-      open = false
-    }
-  })()
-  return { events, bookmarks: () => events.filter(e => e.type === 'BOOKMARK').length, isOpen: () => open, ended }
+/** A watch read as it arrives; `ended` also says the hub's cloud state at the moment it ended. */
+function readWatch(body: Dispatcher.ResponseData['body'], h: Harness) {
+  const reader = readJsonWatch(body)
+  return { ...reader, ended: reader.ended.then(end => ({ ...end, state: h.hub.health.state })) }
 }
 
 async function getJson(url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: any; headers: any }> {

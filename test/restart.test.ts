@@ -13,6 +13,7 @@ import { pino } from 'pino'
 import { startDemoCluster } from './simulator/demo.ts'
 import { DiskCache } from '../lib/cache/disk.ts'
 import { eventually, freePort } from './helpers/hub.ts'
+import { readWatch } from './helpers/watch.ts'
 
 const entry = new URL('../cmd/outpost.ts', import.meta.url).pathname
 const kubelet = { 'user-agent': 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89' }
@@ -40,28 +41,6 @@ async function startHubProcess(server: string, cacheDir: string): Promise<{ url:
   return { url, child }
 }
 
-/** A JSON watch stream read as it arrives: BOOKMARKs counted, and how it ended. */
-function readWatch(body: AsyncIterable<Buffer>): { bookmarks(): number; isOpen(): boolean; ended: Promise<{ error?: unknown }> } {
-  let bookmarks = 0
-  let open = true
-  let buffered = ''
-  const ended = (async () => {
-    try {
-      for await (const chunk of body) {
-        buffered += chunk.toString()
-        const lines = buffered.split('\n')
-        buffered = lines.pop() ?? ''
-        for (const line of lines) if (line.trim() && JSON.parse(line).type === 'BOOKMARK') bookmarks++
-      }
-      return {}
-    } catch (error) {
-      return { error }
-    } finally {
-      open = false
-    }
-  })()
-  return { bookmarks: () => bookmarks, isOpen: () => open, ended }
-}
 
 async function json(url: string): Promise<{ status: number; body: any }> {
   const res = await request(url, { headers: kubelet })
