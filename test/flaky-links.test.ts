@@ -5,7 +5,7 @@ import t from 'tap'
 import { request } from 'undici'
 import { ApiServerSimulator } from './simulator/index.ts'
 import { startHub } from '../lib/hub.ts'
-import { eventually, hubConfig, quietLogger } from './helpers/hub.ts'
+import { eventually, hubConfig, quietLogger, startHarness } from './helpers/hub.ts'
 import { startNat } from './helpers/nat.ts'
 import { readWatch } from './helpers/watch.ts'
 
@@ -23,13 +23,9 @@ async function openWatch(url: string) {
 }
 
 t.test('a watch answered from the cache during a blip ends as soon as an apiserver answers again', async t => {
-  const simulator = await ApiServerSimulator.start()
   // the hub never declares the cloud offline: the blip is shorter than failures × interval
-  const hub = await startHub(hubConfig([simulator.url], { healthFailures: 1_000_000, healthIntervalMs: 100 }), { logger: quietLogger(), offlineBookmarkIntervalMs: 100 })
-  t.teardown(async () => {
-    await hub.close()
-    await simulator.close()
-  })
+  const { simulator, hub, close } = await startHarness({ config: { healthFailures: 1_000_000, healthIntervalMs: 100 }, start: { offlineBookmarkIntervalMs: 100 } })
+  t.teardown(close)
   simulator.create(configMap('a'))
   const list = (await (await request(`${hub.proxyUrl}/api/v1/namespaces/default/configmaps`, { headers: { 'user-agent': kubeletUA } })).body.json()) as any
 

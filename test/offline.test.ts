@@ -6,12 +6,10 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import * as k8s from '@kubernetes/client-node'
 import type { Dispatcher } from 'undici'
-import { startHarness, eventually, hubConfig, quietLogger, goDark, comeBack } from './helpers/hub.ts'
+import { startHarness, eventually, goDark, comeBack } from './helpers/hub.ts'
 import { readWatch as readJsonWatch } from './helpers/watch.ts'
 import type { Harness } from './helpers/hub.ts'
 import { kubeConfigFor } from './helpers/clients.ts'
-import { ApiServerSimulator } from './simulator/index.ts'
-import { startHub } from '../lib/hub.ts'
 import { classify } from '../lib/requestinfo.ts'
 import { decodeUnknown, splitList } from '../lib/codec/protobuf.ts'
 
@@ -29,20 +27,8 @@ async function goDarkButListening(h: Harness): Promise<void> {
 }
 
 /** The simulator and the hub with short BOOKMARK periods, both online and offline. */
-async function startWithBookmarks(periodMs: number): Promise<Harness> {
-  const simulator = await ApiServerSimulator.start({ bookmarkIntervalMs: periodMs })
-  const config = hubConfig([simulator.url])
-  const hub = await startHub(config, { logger: quietLogger(), offlineBookmarkIntervalMs: periodMs })
-  return {
-    simulator,
-    hub,
-    url: hub.proxyUrl,
-    cacheDir: config.cacheDir,
-    async close() {
-      await hub.close()
-      await simulator.close()
-    },
-  }
+function startWithBookmarks(periodMs: number): Promise<Harness> {
+  return startHarness({ simulator: { bookmarkIntervalMs: periodMs }, start: { offlineBookmarkIntervalMs: periodMs } })
 }
 
 /** A watch read as it arrives; `ended` also says the hub's cloud state at the moment it ended. */

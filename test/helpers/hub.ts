@@ -11,7 +11,7 @@ import { ApiServerSimulator } from '../simulator/index.ts'
 import type { SimulatorOptions } from '../simulator/index.ts'
 import { startDemoCluster } from '../simulator/demo.ts'
 import { startHub } from '../../lib/hub.ts'
-import type { Hub } from '../../lib/hub.ts'
+import type { Hub, StartOptions } from '../../lib/hub.ts'
 import { defaults } from '../../lib/config.ts'
 import type { HubConfig } from '../../lib/config.ts'
 
@@ -59,11 +59,11 @@ export function capturingLogger(): { logger: Logger; text(): string } {
 }
 
 export async function startHarness(
-  options: { demo?: boolean; simulator?: SimulatorOptions; config?: Partial<HubConfig> } = {},
+  options: { demo?: boolean; simulator?: SimulatorOptions; config?: Partial<HubConfig>; start?: Omit<StartOptions, 'logger'> } = {},
 ): Promise<Harness> {
   const simulator = options.demo ? await startDemoCluster(options.simulator) : await ApiServerSimulator.start(options.simulator)
   const config = hubConfig([simulator.url], options.config)
-  const hub = await startHub(config, { logger: quietLogger() })
+  const hub = await startHub(config, { logger: quietLogger(), ...options.start })
   return {
     simulator,
     hub,
