@@ -171,8 +171,8 @@ function writeValue(w: Writer, f: FieldSpec, num: number, v: unknown, at: string
     }
     case 'Time':
     case 'MicroTime': {
-      const t = v === null ? undefined : typeof v === 'string' ? parseTime(v) : null
-      if (t === null) throw new SchemaError(at, 'expected an RFC 3339 time or null')
+      const t = typeof v === 'string' ? parseTime(v) : undefined
+      if (v !== null && t === undefined) throw new SchemaError(at, 'expected an RFC 3339 time or null')
       const mark = w.begin(num)
       // the zero time is an empty message; Time keeps whole seconds only, MicroTime also the nanoseconds
       if (t && !(t.seconds === zeroTimeSeconds && t.nanos === 0)) {
