@@ -62,7 +62,7 @@ for (const name of recordedLists) {
     items.forEach((raw, i) => {
       const item = json.items[i]
       const typeMeta = item.kind !== undefined
-      t.strictSame(decodeObject(raw, json.apiVersion, itemKind, typeMeta), item, `item ${i} decodes`)
+      t.strictSame(decodeObject(raw, json.apiVersion, itemKind, { typeMeta }), item, `item ${i} decodes`)
       t.ok(encodeObject(item, json.apiVersion, itemKind).equals(raw), `item ${i} encodes byte for byte`)
     })
     t.strictSame(decodeList(u.raw, u.apiVersion, u.kind), json)
@@ -152,7 +152,12 @@ t.test('ConfigMap and Namespace as the apiserver writes them round-trip', async 
   roundTrips(t, { kind: 'Namespace', apiVersion: 'v1', metadata: meta('edge'), spec: { finalizers: ['kubernetes'] }, status: { phase: 'Active' } }, 'Namespace')
   roundTrips(
     t,
-    { kind: 'NamespaceList', apiVersion: 'v1', metadata: { resourceVersion: '5', continue: 'abc', remainingItemCount: 3 }, items: [{ metadata: meta('a'), spec: {}, status: { phase: 'Terminating' } }] },
+    {
+      kind: 'NamespaceList',
+      apiVersion: 'v1',
+      metadata: { resourceVersion: '5', continue: 'abc', remainingItemCount: 3 },
+      items: [{ metadata: meta('a'), spec: {}, status: { phase: 'Terminating' } }],
+    },
     'NamespaceList with continue',
   )
   roundTrips(t, { kind: 'ConfigMapList', apiVersion: 'v1', metadata: { resourceVersion: '7' }, items: [] }, 'empty list')
@@ -291,6 +296,10 @@ t.test('malformed protobuf ends in ProtobufError for every kind, never another e
     // fields the schema does not know are skipped: unknown number 99 (varint) and 100 (bytes)
     const extra = Buffer.concat([raw, Buffer.from([0x98, 0x06, 0x2a, 0xa2, 0x06, 0x02, 0x68, 0x69])])
     t.strictSame(decode(extra), decode(raw), `${key}: unknown fields skipped`)
+    const told: string[] = []
+    decodeObject(extra, obj.apiVersion, obj.kind, { onUnknownField: (message, field) => told.push(`${message} ${field}`) })
+    const message = typedKinds.find(k => `${k.apiVersion}/${k.kind}` === key)!.message.name
+    t.strictSame(told, [`${message} 99`, `${message} 100`], `${key}: and reported when asked`)
   }
   const pod = encodeObject(fullPod)
   t.throws(() => decodeObject(Buffer.from([0x0a, 0x02, 0x40, 0x01]), 'v1', 'Pod'), ProtobufError, 'varint where a Time message belongs')

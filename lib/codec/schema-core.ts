@@ -49,7 +49,8 @@ export const coreMessages: Record<string, string> = {
   NamespaceCondition: '1 type string; 2 status string; 4 lastTransitionTime Time?; 5 reason string?; 6 message string?',
   ObjectReference: `1 kind string?; 2 namespace string?; 3 name string?; 4 uid string?; 5 apiVersion string?;
     6 resourceVersion string?; 7 fieldPath string?`,
-  ConfigMapNodeConfigSource: `1 namespace string; 2 name string; 3 uid string?; 4 resourceVersion string?; 5 kubeletConfigKey string`,
+  ConfigMapNodeConfigSource: `1 namespace string; 2 name string; 3 uid string?; 4 resourceVersion string?;
+    5 kubeletConfigKey string`,
   DaemonEndpoint: '1 Port int32',
   ClientIPConfig: '1 timeoutSeconds *int32?',
   LoadBalancerIngress: '1 ip string?; 2 hostname string?; 4 ports []PortStatus?',

@@ -168,3 +168,10 @@ export const typedKinds: readonly KindSpec[] = [...kinds.values()]
 export function kindSpec(apiVersion: string, kind: string): KindSpec | undefined {
   return kinds.get(`${apiVersion}/${kind}`)
 }
+
+/** The item kind of a list kind the codec knows (`PodList` → `Pod`), else undefined. */
+export function listItemKind(apiVersion: string, kind: string): string | undefined {
+  if (!kind.endsWith('List')) return undefined
+  const item = kind.slice(0, -4)
+  return item !== 'Status' && kinds.has(`${apiVersion}/${item}`) ? item : undefined
+}
