@@ -4,7 +4,8 @@
 // MicroTime in a Lease, a Pod with every kind of field) are round-tripped and checked against
 // hand-computed bytes. Malformed bytes must end in ProtobufError, unknown JSON in SchemaError.
 import t, { type Test } from 'tap'
-import { readFileSync } from 'node:fs'
+import { readFileSync, readdirSync } from 'node:fs'
+import { gunzipSync } from 'node:zlib'
 import { parseAllDocuments } from 'yaml'
 import { fixtureBytes, fixtureJson, watchFrames } from './helpers/fixtures.ts'
 import { decodeUnknown, splitList } from '../lib/codec/protobuf.ts'
@@ -119,6 +120,22 @@ t.test('recorded JSON Status errors round-trip (404, 400, 422 with causes, 410)'
   for (const name of ['get-notfound.json', 'list-bad-continue.json', 'create-invalid.json', 'list-expired.json']) {
     roundTrips(t, fixtureJson(name), name)
   }
+})
+
+t.test('every recorded JSON body of a known kind round-trips exactly', async t => {
+  const dir = new URL('./fixtures/apiserver-v1.24/', import.meta.url)
+  const bodies = readdirSync(dir).filter(f => f.endsWith('.json') && !f.startsWith('watch-') && f !== 'list-nodepools-pb-refused.json')
+  let typed = 0
+  for (const name of bodies) {
+    const json = fixtureJson(name)
+    if (!isTypedKind(json.apiVersion, json.kind)) continue
+    roundTrips(t, json, name)
+    typed++
+  }
+  const bulk = JSON.parse(gunzipSync(fixtureBytes('list-endpointslices-bulk.json.gz')).toString('utf8'))
+  t.equal(bulk.items.length, 300)
+  roundTrips(t, bulk, 'list-endpointslices-bulk (300 slices)')
+  t.ok(typed >= 15, `${typed} recorded JSON bodies`)
 })
 
 t.test('Secret: round trip, data as raw bytes in protobuf', async t => {

@@ -46,6 +46,7 @@ export function decodeList(raw: Buffer, apiVersion: string, kind: string, option
   const items = parts.items.map(raw => decodeObject(raw, apiVersion, item, { ...options, typeMeta: typedItems }))
   return { kind, apiVersion, metadata, items }
 }
+
 /** Decoded fields of one message, by FieldSpec.index; messages nest as Slots, lists as arrays, maps as Maps. */
 type Slots = unknown[]
 
@@ -207,8 +208,7 @@ function writeJson(msg: MessageSpec, slots: Slots, out: JsonObject): JsonObject 
       const list = v as unknown[] | undefined
       if (list && list.length > 0) {
         out[f.json] = f.type === 'message' ? list.map(e => writeJson(f.message!, e as Slots, {})) : list
-      }
-      else if (!f.omitempty) out[f.json] = null // a nil slice
+      } else if (!f.omitempty) out[f.json] = null // a nil slice
     } else if (f.map) {
       const entries = v as Map<string, unknown> | undefined
       if (entries && entries.size > 0) {

@@ -62,7 +62,7 @@ export function encodeList(list: unknown): Buffer {
   }
   const remaining = meta.remainingItemCount
   if (remaining !== undefined && remaining !== null) {
-    if (!isInteger(remaining, -(2 ** 63), 2 ** 63)) throw new SchemaError('metadata.remainingItemCount', 'expected an integer')
+    if (!isInteger(remaining, -(2 ** 63), 2 ** 63 - 1)) throw new SchemaError('metadata.remainingItemCount', 'expected an integer')
     parts.remainingItemCount = remaining
   }
   const items = list.items ?? []
@@ -77,6 +77,7 @@ export function encodeList(list: unknown): Buffer {
   })
   return assembleList(parts)
 }
+
 function encodeMessage(w: Writer, msg: MessageSpec, obj: JsonObject, path: string, root = false): void {
   for (const key of Object.keys(obj)) {
     if (!msg.jsonKeys.has(key) && !(root && (key === 'kind' || key === 'apiVersion'))) {
@@ -271,8 +272,9 @@ export function isObject(v: unknown): v is JsonObject {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
 }
 
+/** An integer in [min, max]; for int64 (max 2^63 - 1, which a double rounds up to 2^63) max is excluded. */
 function isInteger(v: unknown, min: number, max: number): v is number {
-  return typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max
+  return typeof v === 'number' && Number.isInteger(v) && v >= min && (max === 2 ** 63 ? v < max : v <= max)
 }
 
 function join(path: string, key: string): string {
