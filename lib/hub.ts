@@ -197,7 +197,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
       await streams.whenClosed(2_000)
       await Promise.allSettled([proxy.close(), admin.close(), secure?.close()])
       await store.flush()
-      store.close()
+      await store.close()
       await upstream.close()
     },
   }

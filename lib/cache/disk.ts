@@ -1,14 +1,20 @@
-// The on-disk cache: one file per object under
-//   <cacheDir>/<component>/<resource>.<version>.<group>/<namespace | _cluster>/<name>
-// Each file is one JSON header line followed by the body bytes. Writes are atomic (temp file in
-// the same directory, fdatasync, rename, directory fsync), so a crash at any point leaves the
-// previous or the new version of a file, never a torn one. Loading reports broken files and skips
-// them; it never deletes an object file and never throws because of one.
-import { randomBytes } from 'node:crypto'
-import { chmod, mkdir, open, readdir, readFile, rename, unlink } from 'node:fs/promises'
+// The on-disk cache: per component and resource, an append-only journal of records (an object
+// written, an object removed, the scopes listed whole) over a compacted snapshot:
+//   <cacheDir>/<component>/<resource>.<version>.<group>/snapshot.<gen>, journal.<gen>
+// A record is [u32 length][u32 crc32][JSON header line + body]. Writes of one moment are grouped:
+// one write() per journal carries a burst, and the promise of each record resolves once it is in
+// the file (the kernel has it: it survives a SIGKILL of the hub). Durability against power loss
+// is shared: one fdatasync per journal per round, however many records the round carries
+// (`flush()` waits for it). A torn tail (a crash mid-write, a power cut before the sync) fails its
+// checksum and is cut off at load: every object is then at a version it had, never torn. A
+// journal grown well past its live data is compacted into a new snapshot (written whole, synced,
+// renamed), and the old files go.
+import { chmod, mkdir, open, readdir, readFile, rename, rm, truncate, unlink } from 'node:fs/promises'
+import type { FileHandle } from 'node:fs/promises'
+import { crc32 } from 'node:zlib'
 import path from 'node:path'
 import type { Logger } from 'pino'
-import { clusterScopeDir, parseResourceDir, resourceDirName } from './types.ts'
+import { parseResourceDir, resourceDirName } from './types.ts'
 import type { CachedObject, ResourceKey } from './types.ts'
 
 export interface DiskEntry {
@@ -25,8 +31,6 @@ export interface CollectionMeta {
 export interface LoadFailure {
   path: string
   reason: string
-  /** the object the file stood for, when its path says so: it is missing now, and lists must not pretend otherwise */
-  object?: { key: ResourceKey; namespace: string; name: string }
 }
 
 export interface LoadReport {
@@ -34,29 +38,17 @@ export interface LoadReport {
   failed: LoadFailure[]
 }
 
-/** Per resource directory, next to the namespace directories (no namespace can start with '_'). */
-export const collectionMetaFile = '_scopes'
-
-/** The first line of a cache file: the object without its body, a format version and the body's size. */
-type FileHeader = Omit<CachedObject, 'body'> & { v: 1; size: number }
-
-/** fs operations in flight at once (they run on libuv's thread pool, 4 threads unless UV_THREADPOOL_SIZE says otherwise) */
-const maxInFlight = 32
-/** longest path component we accept: Kubernetes names are at most 253 characters, file names 255 bytes */
+/** Longest path component accepted (component and resource directory names). */
 const maxComponentLength = 253
 /**
- * Kubernetes object names are DNS subdomains (`[a-z0-9]([-a-z0-9.]*[a-z0-9])?`) or, for a few kinds
- * such as RBAC roles, path segments that in practice use `:` (`system:node-proxier`). Components
- * are lower-cased User-Agent products; resource directories are `<plural>.<version>.<group>`.
- * Anything else (`/`, `\0`, `%`, upper case, a leading `.` so never `.` or `..`) is refused.
+ * Components are lower-cased User-Agent products and resource directories `<plural>.<version>.<group>`:
+ * anything else (`/`, `\0`, `%`, upper case, a leading `.`, so never `.` or `..`) is refused.
  */
 const componentPattern = /^[a-z0-9][-a-z0-9._:]*$/
-/** Temp files start with '.', which no valid object name does, so they can never shadow an object. */
-const tmpMarker = '.tmp-'
-
-function isTmpName(name: string): boolean {
-  return name.startsWith('.') && name.includes(tmpMarker)
-}
+/** a record larger than this is damage, not an object (etcd caps objects at ~1.5 MiB) */
+const maxRecordBytes = 64 * 1024 * 1024
+/** compact a journal once it is this large and at least twice its collection's live data */
+const compactAfterBytes = 4 * 1024 * 1024
 
 export function validPathComponent(value: string): boolean {
   return value.length <= maxComponentLength && componentPattern.test(value)
@@ -68,12 +60,33 @@ function checkComponent(what: string, value: string): void {
   }
 }
 
-function errorCode(error: unknown): string | undefined {
-  return (error as { code?: string })?.code
-}
-
 function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error)
+}
+
+type PutHeader = Omit<CachedObject, 'body'> & { t: 'p'; size: number }
+type RemoveHeader = { t: 'r'; namespace: string; name: string }
+type MetaHeader = CollectionMeta & { t: 'm' }
+type Header = PutHeader | RemoveHeader | MetaHeader
+
+/** One record's bytes: length, checksum, header line, body. */
+function encodeRecord(header: Header, body?: Buffer): PendingRecord {
+  const line = Buffer.from(JSON.stringify(header) + '\n')
+  const payload = body && body.length > 0 ? [line, body] : [line]
+  const length = line.length + (body?.length ?? 0)
+  const prefix = Buffer.allocUnsafe(8)
+  prefix.writeUInt32BE(length, 0)
+  prefix.writeUInt32BE(payload.length === 1 ? crc32(line) : crc32(body!, crc32(line)), 4)
+  return { header, parts: [prefix, ...payload], bytes: 8 + length }
+}
+
+interface Location {
+  file: string
+  /** offset and size of the body within the file */
+  bodyAt: number
+  size: number
+  /** bytes of the whole record, for the live-data total */
+  recordBytes: number
 }
 
 interface Waiter {
@@ -81,70 +94,65 @@ interface Waiter {
   reject: (error: Error) => void
 }
 
-interface Op {
-  file: string
-  dir: string
-  /** undefined: remove the file */
-  data?: { header: Buffer; body: Buffer }
-  waiters: Waiter[]
-  done: Promise<void>
-  settle: (error?: Error) => void
+interface PendingRecord {
+  header: Header
+  parts: Buffer[]
+  bytes: number
 }
 
-interface DirState {
-  running: boolean
-  waiters: Waiter[]
-}
+/** One component's view of one resource on disk. */
+class CollectionFiles {
+  gen = 0
+  journal: FileHandle | undefined
+  journalSize = 0
+  readonly live = new Map<string, Location>()
+  liveBytes = 0
+  meta: CollectionMeta | undefined
+  /** records waiting for the next write, and who waits for them to be written */
+  pending: PendingRecord[] = []
+  /** bodies of objects in `pending`, for readBody meanwhile */
+  readonly unwritten = new Map<string, Buffer | undefined>()
+  waiters: Waiter[] = []
+  dirty = false
+  compacting = false
+  /** read handles by file name, kept open so a compaction can unlink files still being read */
+  readonly readers = new Map<string, Promise<FileHandle>>()
 
-/** A FIFO with O(1) shift. */
-class Queue<T> {
-  private items: T[] = []
-  private head = 0
-  get length(): number {
-    return this.items.length - this.head
+  constructor(
+    readonly key: ResourceKey,
+    readonly dir: string,
+  ) {}
+
+  journalName(gen = this.gen): string {
+    return path.join(this.dir, `journal.${gen}`)
   }
-  push(item: T): void {
-    this.items.push(item)
+
+  snapshotName(gen = this.gen): string {
+    return path.join(this.dir, `snapshot.${gen}`)
   }
-  shift(): T | undefined {
-    if (this.head >= this.items.length) return undefined
-    const item = this.items[this.head]
-    this.items[this.head++] = undefined as T
-    if (this.head > 1024 && this.head * 2 > this.items.length) {
-      this.items = this.items.slice(this.head)
-      this.head = 0
+
+  reader(file: string): Promise<FileHandle> {
+    let handle = this.readers.get(file)
+    if (!handle) {
+      handle = open(file, 'r')
+      this.readers.set(file, handle)
+      handle.catch(() => this.readers.delete(file))
     }
-    return item
+    return handle
   }
 }
 
-/** Runs fn over items with at most `limit` in flight. */
-async function forEachLimited<T>(items: Iterable<T>, limit: number, fn: (item: T) => Promise<void>): Promise<void> {
-  const iterator = items[Symbol.iterator]()
-  const worker = async () => {
-    for (let next = iterator.next(); !next.done; next = iterator.next()) await fn(next.value)
-  }
-  await Promise.all(Array.from({ length: limit }, worker))
+function objectKey(namespace: string, name: string): string {
+  return `${namespace}/${name}`
 }
 
 export class DiskCache {
-  readonly stats = { writes: 0, removes: 0, bytesWritten: 0, errors: 0 }
-
-  /** ops not yet started, by file path: a newer op for the same path replaces the data (coalescing) */
-  private readonly pending = new Map<string, Op>()
-  /** file paths with an op between open and rename/unlink; the next op for them waits */
-  private readonly running = new Set<string>()
-  private readonly ready = new Queue<string>()
-  private active = 0
-  /** every op not yet settled, for flush() */
-  private readonly outstanding = new Set<Promise<void>>()
-  /** directories known to exist durably (or being created) */
-  private readonly madeDirs = new Map<string, Promise<void>>()
-  private readonly dirStates = new Map<string, DirState>()
-  /** bodies of writes started but not yet renamed into place: what read() must see meanwhile */
-  private readonly writing = new Map<string, Buffer>()
-  /** temp files this instance is writing right now, so load() leaves them alone */
-  private readonly liveTmp = new Set<string>()
+  readonly stats = { writes: 0, removes: 0, bytesWritten: 0, errors: 0, appends: 0, syncs: 0, compactions: 0 }
+  private readonly collections = new Map<string, CollectionFiles>()
+  private writeScheduled = false
+  private writing: Promise<void> = Promise.resolve()
+  private syncing: Promise<void> | undefined
+  private readonly syncWaiters: Waiter[] = []
 
   private constructor(
     readonly cacheDir: string,
@@ -155,42 +163,34 @@ export class DiskCache {
     const root = path.resolve(cacheDir)
     await mkdir(root, { recursive: true, mode: 0o700 })
     await chmod(root, 0o700)
-    const cache = new DiskCache(root, log)
-    cache.madeDirs.set(root, Promise.resolve())
-    return cache
+    return new DiskCache(root, log)
   }
 
-  private dirFor(key: ResourceKey, namespace: string): string {
+  private files(key: ResourceKey): CollectionFiles {
     checkComponent('component', key.component)
     const resourceDir = resourceDirName(key)
     checkComponent('resource directory', resourceDir)
-    if (namespace !== '') checkComponent('namespace', namespace)
-    return path.join(this.cacheDir, key.component, resourceDir, namespace === '' ? clusterScopeDir : namespace)
-  }
-
-  private fileFor(key: ResourceKey, namespace: string, name: string): { dir: string; file: string } {
-    if (typeof namespace !== 'string') throw new Error(`disk cache: invalid namespace ${JSON.stringify(namespace)}`)
-    const dir = this.dirFor(key, namespace)
-    checkComponent('name', name)
-    const file = path.join(dir, name)
-    // Belt and braces: the pattern already rules out separators and dot segments.
-    if (path.dirname(file) !== dir || !file.startsWith(this.cacheDir + path.sep)) {
-      throw new Error(`disk cache: path ${JSON.stringify(file)} escapes ${this.cacheDir}`)
+    const id = `${key.component}/${resourceDir}`
+    let files = this.collections.get(id)
+    if (!files) {
+      files = new CollectionFiles({ ...key }, path.join(this.cacheDir, key.component, resourceDir))
+      this.collections.set(id, files)
     }
-    return { dir, file }
+    return files
   }
 
   put(key: ResourceKey, object: CachedObject): Promise<void> {
-    let location: { dir: string; file: string }
+    let files: CollectionFiles
     try {
-      location = this.fileFor(key, object.namespace, object.name)
+      files = this.files(key)
       if (object.format !== 'json' && object.format !== 'protobuf') throw new Error(`disk cache: invalid format ${JSON.stringify(object.format)}`)
       if (!Buffer.isBuffer(object.body)) throw new Error('disk cache: body must be a Buffer')
+      if (typeof object.namespace !== 'string' || typeof object.name !== 'string' || object.name === '') throw new Error('disk cache: an object needs a name')
     } catch (error) {
       return Promise.reject(error)
     }
-    const header: FileHeader = {
-      v: 1,
+    const header: PutHeader = {
+      t: 'p',
       apiVersion: object.apiVersion,
       kind: object.kind,
       namespace: object.namespace,
@@ -201,393 +201,377 @@ export class DiskCache {
     }
     if (object.fields) header.fields = object.fields
     if (object.scopes) header.scopes = object.scopes
-    const data = { header: Buffer.from(JSON.stringify(header) + '\n'), body: object.body }
-    return this.enqueue(location.dir, location.file, data)
-  }
-
-  /** Replaces a collection's meta file (atomically, like an object's). */
-  putCollectionMeta(key: ResourceKey, meta: CollectionMeta): Promise<void> {
-    let dir: string
-    try {
-      dir = path.dirname(this.dirFor(key, ''))
-    } catch (error) {
-      return Promise.reject(error)
-    }
-    const data = { header: Buffer.from(JSON.stringify({ v: 1, ...meta }) + '\n'), body: Buffer.alloc(0) }
-    return this.enqueue(dir, path.join(dir, collectionMetaFile), data)
+    if (object.labels) header.labels = object.labels
+    files.unwritten.set(objectKey(object.namespace, object.name), object.body)
+    this.stats.writes++
+    return this.append(files, encodeRecord(header, object.body))
   }
 
   remove(key: ResourceKey, namespace: string, name: string): Promise<void> {
-    let location: { dir: string; file: string }
+    let files: CollectionFiles
     try {
-      location = this.fileFor(key, namespace, name)
+      files = this.files(key)
     } catch (error) {
       return Promise.reject(error)
     }
-    return this.enqueue(location.dir, location.file, undefined)
+    files.unwritten.set(objectKey(namespace, name), undefined)
+    this.stats.removes++
+    return this.append(files, encodeRecord({ t: 'r', namespace, name }))
   }
 
-  /**
-   * The body of one cached object, as the latest put left it (queued, being written, or on disk);
-   * undefined when it is removed or was never written.
-   */
-  async readBody(key: ResourceKey, namespace: string, name: string): Promise<Buffer | undefined> {
-    const { file } = this.fileFor(key, namespace, name)
-    const queued = this.pending.get(file)
-    if (queued) return queued.data?.body
-    const inFlight = this.writing.get(file)
-    if (inFlight) return inFlight
-    let bytes: Buffer
+  putCollectionMeta(key: ResourceKey, meta: CollectionMeta): Promise<void> {
+    let files: CollectionFiles
     try {
-      bytes = await readFile(file)
+      files = this.files(key)
     } catch (error) {
-      if (errorCode(error) === 'ENOENT') return undefined
-      throw error
+      return Promise.reject(error)
     }
-    const parsed = parseFile(bytes, namespace, name)
-    if (typeof parsed === 'string') throw new Error(`disk cache: ${file}: ${parsed}`)
-    return parsed.body
+    return this.append(files, encodeRecord({ t: 'm', ...meta }))
   }
 
+  /** The body as the latest write left it (waiting, or in a file); undefined when removed or never written. */
+  async readBody(key: ResourceKey, namespace: string, name: string): Promise<Buffer | undefined> {
+    const files = this.files(key)
+    const id = objectKey(namespace, name)
+    if (files.unwritten.has(id)) return files.unwritten.get(id)
+    const at = files.live.get(id)
+    if (!at) return undefined
+    const handle = await files.reader(at.file)
+    const body = Buffer.allocUnsafe(at.size)
+    const { bytesRead } = await handle.read(body, 0, at.size, at.bodyAt)
+    if (bytesRead !== at.size) throw new Error(`disk cache: ${at.file}: short read of ${id}`)
+    return body
+  }
+
+  /** Resolves once everything written so far is durable (fdatasync'd). */
   async flush(): Promise<void> {
-    // Failed ops were logged and counted, and rejected their own callers; flush only waits.
-    while (this.outstanding.size > 0) await Promise.allSettled([...this.outstanding])
-  }
-
-  private enqueue(dir: string, file: string, data: Op['data']): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      const waiter = { resolve, reject }
-      const queued = this.pending.get(file)
-      if (queued) {
-        queued.data = data
-        queued.waiters.push(waiter)
-        return
-      }
-      let settle!: (error?: Error) => void
-      const done = new Promise<void>(res => {
-        settle = res as () => void
-      })
-      const op: Op = { file, dir, data, waiters: [waiter], done, settle }
-      op.settle = (error?: Error) => {
-        for (const w of op.waiters) (error ? w.reject(error) : w.resolve())
-        this.outstanding.delete(done)
-        settle()
-      }
-      this.outstanding.add(done)
-      this.pending.set(file, op)
-      if (!this.running.has(file)) this.ready.push(file)
-      this.pump()
+    await this.writing
+    if (this.writeScheduled) await new Promise<void>(resolve => setImmediate(resolve)).then(() => this.writing)
+    await new Promise<void>((resolve, reject) => {
+      this.syncWaiters.push({ resolve, reject })
+      this.startSync()
     })
   }
 
-  private pump(): void {
-    while (this.active < maxInFlight && this.ready.length > 0) {
-      const file = this.ready.shift()!
-      const op = this.pending.get(file)
-      if (!op) continue
-      this.pending.delete(file)
-      this.running.add(file)
-      this.active++
-      void this.apply(op)
-        .then(
-          () => {
-            this.release(file)
-            return this.syncDir(op.dir)
-          },
-          error => {
-            this.release(file)
-            throw error
-          },
-        )
-        .then(
-          () => op.settle(),
-          (error: unknown) => {
-            this.stats.errors++
-            const err = error instanceof Error ? error : new Error(String(error))
-            this.log.error({ err, file: op.file }, `disk cache: ${op.data ? 'write' : 'remove'} failed: ${err.message}`)
-            op.settle(err)
-          },
-        )
+  /** Stops: closes every file after what is pending has been written and synced. */
+  async close(): Promise<void> {
+    await this.flush().catch(() => {})
+    for (const files of this.collections.values()) {
+      await files.journal?.close().catch(() => {})
+      files.journal = undefined
+      for (const reader of files.readers.values()) await reader.then(h => h.close()).catch(() => {})
+      files.readers.clear()
     }
   }
 
-  private release(file: string): void {
-    this.active--
-    this.running.delete(file)
-    if (this.pending.has(file)) this.ready.push(file)
-    this.pump()
+  private append(files: CollectionFiles, record: PendingRecord): Promise<void> {
+    files.pending.push(record)
+    return new Promise((resolve, reject) => {
+      files.waiters.push({ resolve, reject })
+      if (!this.writeScheduled) {
+        this.writeScheduled = true
+        // everything appended in this turn of the event loop goes out in one write per journal
+        setImmediate(() => {
+          this.writeScheduled = false
+          this.writing = this.writing.then(() => this.writeAll())
+        })
+      }
+    })
   }
 
-  /** Up to the rename (or unlink): afterwards the op no longer holds a slot, only its directory's fsync. */
-  private async apply(op: Op): Promise<void> {
-    await this.ensureDir(op.dir)
-    if (!op.data) {
-      try {
-        await unlink(op.file)
-      } catch (error) {
-        if (errorCode(error) !== 'ENOENT') throw error
+  private async writeAll(): Promise<void> {
+    const batch = [...this.collections.values()].filter(f => f.pending.length > 0)
+    await Promise.all(batch.map(files => this.writePending(files)))
+    this.startSync()
+  }
+
+  private async writePending(files: CollectionFiles): Promise<void> {
+    const records = files.pending
+    const waiters = files.waiters
+    const bodies = new Map(files.unwritten)
+    files.pending = []
+    files.waiters = []
+    const bytes = records.reduce((sum, r) => sum + r.bytes, 0)
+    try {
+      if (!files.journal) await this.openJournal(files)
+      const file = files.journalName()
+      const start = files.journalSize
+      const { bytesWritten } = await files.journal!.writev(records.flatMap(r => r.parts))
+      if (bytesWritten !== bytes) throw new Error(`short write: ${bytesWritten} of ${bytes} bytes`)
+      files.journalSize += bytes
+      this.stats.bytesWritten += bytes
+      this.stats.appends++
+      let offset = start
+      for (const { header, bytes: recordBytes } of records) {
+        const size = header.t === 'p' ? header.size : 0
+        this.apply(files, header, { file, bodyAt: offset + recordBytes - size, size, recordBytes })
+        offset += recordBytes
       }
-      this.stats.removes++
+      // in the file now: read from there, unless a newer write is waiting
+      for (const [id, body] of bodies) if (files.unwritten.get(id) === body) files.unwritten.delete(id)
+      files.dirty = true
+      for (const w of waiters) w.resolve()
+    } catch (error) {
+      this.stats.errors++
+      const err = error instanceof Error ? error : new Error(String(error))
+      this.log.error({ err, dir: files.dir }, `disk cache: write failed: ${err.message}`)
+      // whatever reached the file is cut off when it is opened again
+      await files.journal?.close().catch(() => {})
+      files.journal = undefined
+      for (const w of waiters) w.reject(err)
       return
     }
-    const { header, body } = op.data
-    this.writing.set(op.file, body)
-    const base = path.basename(op.file)
-    const tmp = path.join(op.dir, `.${base.slice(0, 200)}${tmpMarker}${randomBytes(6).toString('hex')}`)
-    this.liveTmp.add(tmp)
+    if (files.journalSize > compactAfterBytes && files.journalSize > 2 * files.liveBytes && !files.compacting) void this.compact(files)
+  }
+
+  private apply(files: CollectionFiles, header: Header, at: Location): void {
+    if (header.t === 'm') {
+      files.meta = { listResourceVersion: header.listResourceVersion, listed: header.listed }
+      return
+    }
+    const id = objectKey(header.namespace, header.name)
+    const before = files.live.get(id)
+    if (before) files.liveBytes -= before.recordBytes
+    if (header.t === 'r') {
+      files.live.delete(id)
+      return
+    }
+    files.live.set(id, at)
+    files.liveBytes += at.recordBytes
+  }
+
+  /** Opens the current journal for appending, cut to the records known whole. */
+  private async openJournal(files: CollectionFiles): Promise<void> {
+    await mkdir(path.dirname(files.dir), { recursive: true, mode: 0o700 })
+    await mkdir(files.dir, { recursive: true, mode: 0o700 })
+    const name = files.journalName()
+    const handle = await open(name, 'a', 0o600)
     try {
-      const handle = await open(tmp, 'wx', 0o600)
-      try {
-        const total = header.length + body.length
-        const { bytesWritten } = await handle.writev([header, body])
-        if (bytesWritten !== total) throw new Error(`short write: ${bytesWritten} of ${total} bytes`)
-        await handle.datasync()
-      } finally {
-        await handle.close()
-      }
-      await rename(tmp, op.file)
-      this.stats.writes++
-      this.stats.bytesWritten += header.length + body.length
+      if ((await handle.stat()).size !== files.journalSize) await handle.truncate(files.journalSize)
+      await this.syncDir(files.dir)
     } catch (error) {
-      await unlink(tmp).catch(() => {})
-      // the directory is not (or no longer) what was made: make it again on the next try
-      if (['ENOENT', 'ENOTDIR'].includes(errorCode(error) ?? '')) this.forgetDirs(op.dir)
+      await handle.close()
       throw error
-    } finally {
-      this.liveTmp.delete(tmp)
-      if (this.writing.get(op.file) === body) this.writing.delete(op.file)
     }
+    files.journal = handle
   }
 
-  private forgetDirs(dir: string): void {
-    for (let d = dir; d !== this.cacheDir && d.startsWith(this.cacheDir); d = path.dirname(d)) this.madeDirs.delete(d)
-  }
-
-  /** Creates the directories under the cache root that lead to dir, each 0700, each made durable in its parent. */
-  private ensureDir(dir: string): Promise<void> {
-    const known = this.madeDirs.get(dir)
-    if (known) return known
-    const parent = path.dirname(dir)
-    const made = (async () => {
-      await this.ensureDir(parent)
-      try {
-        await mkdir(dir, { mode: 0o700 })
-      } catch (error) {
-        if (errorCode(error) === 'EEXIST') return
-        throw error
+  /** One fdatasync per dirty journal; calls that arrive meanwhile share the next round. */
+  private startSync(): void {
+    if (this.syncing) return
+    this.syncing = (async () => {
+      while (this.syncWaiters.length > 0 || [...this.collections.values()].some(f => f.dirty)) {
+        const waiters = this.syncWaiters.splice(0)
+        await this.writing
+        const dirty = [...this.collections.values()].filter(f => f.dirty && f.journal)
+        let failure: Error | undefined
+        await Promise.all(
+          dirty.map(async files => {
+            files.dirty = false
+            try {
+              await files.journal!.datasync()
+            } catch (error) {
+              files.dirty = true
+              failure = error instanceof Error ? error : new Error(String(error))
+            }
+          }),
+        )
+        this.stats.syncs += dirty.length
+        if (failure) this.log.error({ err: failure }, `disk cache: sync failed: ${failure.message}`)
+        for (const w of waiters) (failure ? w.reject(failure) : w.resolve())
+        if (failure) break
       }
-      await this.syncDir(parent)
-    })()
-    this.madeDirs.set(dir, made)
-    made.catch(() => this.madeDirs.delete(dir))
-    return made
-  }
-
-  /**
-   * Resolves once an fsync of dir that started after this call has finished. Calls that arrive
-   * while an fsync runs share the next one, so a burst costs a few fsyncs per directory, not one
-   * per file.
-   */
-  private syncDir(dir: string): Promise<void> {
-    let state = this.dirStates.get(dir)
-    if (!state) {
-      state = { running: false, waiters: [] }
-      this.dirStates.set(dir, state)
-    }
-    const s = state
-    return new Promise<void>((resolve, reject) => {
-      s.waiters.push({ resolve, reject })
-      if (!s.running) {
-        s.running = true
-        setImmediate(() => void this.runDirSync(dir, s))
-      }
+    })().finally(() => {
+      this.syncing = undefined
     })
   }
 
-  private async runDirSync(dir: string, state: DirState): Promise<void> {
-    while (state.waiters.length > 0) {
-      const waiters = state.waiters
-      state.waiters = []
-      let failure: Error | undefined
-      try {
-        const handle = await open(dir, 'r')
-        try {
-          await handle.sync()
-        } catch (error) {
-          // Some filesystems cannot fsync a directory; the rename is as durable as they allow.
-          if (!['EINVAL', 'ENOTSUP', 'EISDIR'].includes(errorCode(error) ?? '')) throw error
-        } finally {
-          await handle.close()
-        }
-      } catch (error) {
-        failure = error instanceof Error ? error : new Error(String(error))
-      }
-      for (const w of waiters) (failure ? w.reject(failure) : w.resolve())
+  private async syncDir(dir: string): Promise<void> {
+    const handle = await open(dir, 'r')
+    try {
+      await handle.sync()
+    } catch (error) {
+      // some filesystems cannot fsync a directory; the entry is as durable as they allow
+      if (!['EINVAL', 'ENOTSUP', 'EISDIR'].includes((error as NodeJS.ErrnoException).code ?? '')) throw error
+    } finally {
+      await handle.close()
     }
-    state.running = false
   }
 
+  /**
+   * A new snapshot of the live records (copied as they are), then a new journal; the old files go
+   * once the snapshot is durable and renamed into place. Records written meanwhile go to the new
+   * journal, which a load replays over the new snapshot.
+   */
+  private async compact(files: CollectionFiles): Promise<void> {
+    files.compacting = true
+    try {
+      // the switch happens between two writes: everything before it is in the old files
+      const switched = this.writing.then(async () => {
+        await files.journal?.datasync()
+        await files.journal?.close()
+        files.journal = undefined
+        const old = { gen: files.gen, live: new Map(files.live), meta: files.meta }
+        files.gen++
+        files.journalSize = 0
+        return old
+      })
+      this.writing = switched.then(() => undefined, () => undefined)
+      const old = await switched
+      const oldFiles = new Set([files.snapshotName(old.gen), files.journalName(old.gen)])
+      const snapshot = files.snapshotName()
+      const tmp = `${snapshot}.tmp`
+      const out = await open(tmp, 'w', 0o600)
+      const moved = new Map<string, Location>()
+      try {
+        let offset = 0
+        for (const [id, at] of old.live) {
+          const header = at.recordBytes - at.size
+          const record = Buffer.allocUnsafe(at.recordBytes)
+          await (await files.reader(at.file)).read(record, 0, at.recordBytes, at.bodyAt - header)
+          await out.write(record)
+          moved.set(id, { ...at, file: snapshot, bodyAt: offset + header })
+          offset += at.recordBytes
+        }
+        if (old.meta) await out.writev(encodeRecord({ t: 'm', ...old.meta }).parts)
+        await out.datasync()
+      } finally {
+        await out.close()
+      }
+      await rename(tmp, snapshot)
+      await this.syncDir(files.dir)
+      // what was not written again meanwhile now lives in the snapshot
+      for (const [id, at] of moved) {
+        const current = files.live.get(id)
+        if (current && oldFiles.has(current.file)) files.live.set(id, at)
+      }
+      for (const name of oldFiles) {
+        const reader = files.readers.get(name)
+        files.readers.delete(name)
+        await unlink(name).catch(() => {})
+        void reader?.then(h => h.close()).catch(() => {})
+      }
+      this.stats.compactions++
+    } catch (error) {
+      this.log.error({ err: error, dir: files.dir }, `disk cache: compaction failed: ${errorMessage(error)}`)
+    } finally {
+      files.compacting = false
+    }
+  }
+
+  /**
+   * Reads every collection: the newest snapshot, then its journal; a torn tail is cut off.
+   * Broken files are reported (and their objects are not loaded), never silently emptied.
+   */
   async load(onEntry: (entry: DiskEntry) => void, onMeta: (key: ResourceKey, meta: CollectionMeta) => void = () => {}): Promise<LoadReport> {
     const report: LoadReport = { loaded: 0, failed: [] }
-    const fail = (file: string, reason: string, object?: LoadFailure['object']) => {
-      report.failed.push(object ? { path: file, reason, object } : { path: file, reason })
-      this.log.warn({ path: file, reason }, `disk cache: skipped ${file}: ${reason}`)
+    const fail = (file: string, reason: string) => {
+      report.failed.push({ path: file, reason })
+      this.log.warn({ path: file, reason }, `disk cache: ${file}: ${reason}`)
     }
-    const list = async (dir: string) => {
-      try {
-        return await readdir(dir, { withFileTypes: true })
-      } catch (error) {
-        fail(dir, `cannot read directory: ${errorMessage(error)}`)
-        return []
-      }
-    }
-    const files: { file: string; key: ResourceKey; namespace: string; name: string }[] = []
-    let removedTmp = 0
-
-    for (const c of await list(this.cacheDir)) {
-      const componentPath = path.join(this.cacheDir, c.name)
-      if (!c.isDirectory()) {
-        fail(componentPath, 'unexpected file at the top of the cache directory')
+    for (const component of await readdir(this.cacheDir, { withFileTypes: true }).catch(() => [])) {
+      if (!component.isDirectory() || !validPathComponent(component.name)) {
+        fail(path.join(this.cacheDir, component.name), 'not a component directory')
         continue
       }
-      if (!validPathComponent(c.name)) {
-        fail(componentPath, 'not a valid component name')
-        continue
-      }
-      for (const r of await list(componentPath)) {
-        const resourcePath = path.join(componentPath, r.name)
-        const parsed = validPathComponent(r.name) ? parseResourceDir(r.name) : undefined
-        if (!r.isDirectory() || !parsed) {
-          fail(resourcePath, r.isDirectory() ? 'not a resource directory name (<resource>.<version>.<group>)' : 'unexpected file in a component directory')
+      const componentDir = path.join(this.cacheDir, component.name)
+      for (const resource of await readdir(componentDir, { withFileTypes: true }).catch(() => [])) {
+        const parsed = validPathComponent(resource.name) ? parseResourceDir(resource.name) : undefined
+        if (!resource.isDirectory() || !parsed) {
+          fail(path.join(componentDir, resource.name), 'not a resource directory (<resource>.<version>.<group>)')
           continue
         }
-        const key: ResourceKey = { component: c.name, ...parsed }
-        for (const n of await list(resourcePath)) {
-          const namespacePath = path.join(resourcePath, n.name)
-          if (n.name === collectionMetaFile && n.isFile()) {
-            try {
-              onMeta({ ...key }, parseMeta(await readFile(namespacePath)))
-            } catch (error) {
-              fail(namespacePath, `unreadable scope list (lists of this resource answer as never listed): ${errorMessage(error)}`)
-            }
-            continue
-          }
-          if (isTmpName(n.name) && n.isFile()) {
-            if (!this.liveTmp.has(namespacePath)) await unlink(namespacePath).catch(() => {})
-            continue
-          }
-          const namespace = n.name === clusterScopeDir ? '' : n.name
-          if (!n.isDirectory() || (namespace !== '' && !validPathComponent(namespace))) {
-            fail(namespacePath, n.isDirectory() ? 'not a valid namespace name' : 'unexpected file in a resource directory')
-            continue
-          }
-          for (const f of await list(namespacePath)) {
-            const file = path.join(namespacePath, f.name)
-            if (isTmpName(f.name) && f.isFile()) {
-              if (this.liveTmp.has(file)) continue
-              try {
-                await unlink(file)
-                removedTmp++
-              } catch (error) {
-                fail(file, `cannot remove leftover temp file: ${errorMessage(error)}`)
-              }
-              continue
-            }
-            if (!f.isFile()) fail(file, 'not a regular file')
-            else if (!validPathComponent(f.name)) fail(file, 'not a valid object name')
-            else files.push({ file, key, namespace, name: f.name })
-          }
-        }
+        const files = this.files({ component: component.name, ...parsed })
+        await this.loadCollection(files, report, fail, onEntry, onMeta)
       }
     }
-    if (removedTmp > 0) this.log.info(`disk cache: removed ${removedTmp} leftover temp file(s) of an interrupted write`)
+    this.log.info(`disk cache: loaded ${report.loaded} object(s) from ${this.cacheDir}${report.failed.length > 0 ? `, ${report.failed.length} problem(s)` : ''}`)
+    return report
+  }
 
-    await forEachLimited(files, maxInFlight, async ({ file, key, namespace, name }) => {
-      const object = { key: { ...key }, namespace, name }
+  private async loadCollection(
+    files: CollectionFiles,
+    report: LoadReport,
+    fail: (file: string, reason: string) => void,
+    onEntry: (entry: DiskEntry) => void,
+    onMeta: (key: ResourceKey, meta: CollectionMeta) => void,
+  ): Promise<void> {
+    const names = await readdir(files.dir).catch(() => [] as string[])
+    const gens = (prefix: string) => names.filter(n => n.startsWith(prefix) && /^\d+$/.test(n.slice(prefix.length))).map(n => Number(n.slice(prefix.length)))
+    const snapshotGen = Math.max(-1, ...gens('snapshot.'))
+    const gen = Math.max(0, snapshotGen, ...gens('journal.').filter(g => g >= snapshotGen))
+    files.gen = gen
+    const objects = new Map<string, CachedObject>()
+    const read = async (file: string, isJournal: boolean) => {
       let bytes: Buffer
       try {
         bytes = await readFile(file)
       } catch (error) {
-        fail(file, `cannot read: ${errorMessage(error)}`, object)
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') fail(file, `cannot read: ${errorMessage(error)}`)
         return
       }
-      const parsed = parseFile(bytes, namespace, name)
-      if (typeof parsed === 'string') {
-        fail(file, parsed, object)
+      const { end, torn } = this.scan(files, file, bytes, objects)
+      if (file === files.journalName(gen)) files.journalSize = end
+      if (end === bytes.length) return
+      if (isJournal && torn) {
+        // the tail of a write a crash interrupted: the records before it stand
+        this.log.warn({ path: file, at: end, bytes: bytes.length - end }, `disk cache: ${file}: cut a torn tail of ${bytes.length - end} bytes`)
+        await truncate(file, end).catch(error => fail(file, `cannot cut the torn tail: ${errorMessage(error)}`))
         return
       }
+      fail(file, `damaged at byte ${end} of ${bytes.length}: the records after it are lost; lists of this resource answer as never listed until it is listed again`)
+      files.meta = undefined
+      // new records go to a new journal, after the damage
+      if (file === files.journalName(gen)) {
+        files.gen = gen + 1
+        files.journalSize = 0
+      }
+    }
+    if (snapshotGen >= 0) await read(files.snapshotName(snapshotGen), false)
+    for (let g = Math.max(0, snapshotGen); g <= gen; g++) await read(files.journalName(g), true)
+    // leftovers of earlier generations, and temp files of an interrupted compaction
+    for (const name of names) {
+      const keep = name === `snapshot.${snapshotGen}` || (/^journal\.\d+$/.test(name) && Number(name.slice(8)) >= Math.max(0, snapshotGen)) || name.endsWith('.damaged')
+      if (!keep) await rm(path.join(files.dir, name), { recursive: true, force: true })
+    }
+    for (const object of objects.values()) {
       report.loaded++
+      onEntry({ key: { ...files.key }, object })
+    }
+    if (files.meta) onMeta({ ...files.key }, files.meta)
+  }
+
+  /**
+   * Applies the records of one file in order. Returns where the good records end, and whether what
+   * follows is a torn tail (an incomplete last record) rather than damage in the middle.
+   */
+  private scan(files: CollectionFiles, file: string, bytes: Buffer, objects: Map<string, CachedObject>): { end: number; torn: boolean } {
+    let offset = 0
+    while (offset < bytes.length) {
+      if (offset + 8 > bytes.length) return { end: offset, torn: true }
+      const length = bytes.readUInt32BE(offset)
+      const next = offset + 8 + length
+      if (length === 0 || length > maxRecordBytes) return { end: offset, torn: false }
+      if (next > bytes.length) return { end: offset, torn: true }
+      const payload = bytes.subarray(offset + 8, next)
+      if (crc32(payload) !== bytes.readUInt32BE(offset + 4)) return { end: offset, torn: next === bytes.length }
+      const newline = payload.indexOf(0x0a)
+      let header: Header
       try {
-        onEntry({ key: { ...key }, object: parsed })
-      } catch (error) {
-        fail(file, `rejected by the loader: ${errorMessage(error)}`)
-        report.loaded--
+        header = JSON.parse(payload.toString('utf8', 0, newline)) as Header
+      } catch {
+        return { end: offset, torn: false }
       }
-    })
-    if (report.failed.length > 0) {
-      this.log.warn(`disk cache: loaded ${report.loaded} object(s), skipped ${report.failed.length} broken file(s) in ${this.cacheDir}`)
-    } else {
-      this.log.info(`disk cache: loaded ${report.loaded} object(s) from ${this.cacheDir}`)
+      const body = payload.subarray(newline + 1)
+      this.apply(files, header, { file, bodyAt: offset + 8 + newline + 1, size: body.length, recordBytes: 8 + length })
+      if (header.t === 'p') {
+        const { t: _t, size: _size, ...meta } = header
+        objects.set(objectKey(header.namespace, header.name), { ...meta, body: Buffer.from(body) })
+      } else if (header.t === 'r') {
+        objects.delete(objectKey(header.namespace, header.name))
+      }
+      offset = next
     }
-    return report
+    return { end: offset, torn: false }
   }
-}
-
-/** The object in a cache file, or why the file is not one. */
-function parseFile(bytes: Buffer, namespace: string, name: string): CachedObject | string {
-  const newline = bytes.indexOf(0x0a)
-  if (newline === -1) return 'no header line'
-  let header: FileHeader
-  try {
-    header = JSON.parse(bytes.subarray(0, newline).toString('utf8'))
-  } catch (error) {
-    return `header is not JSON: ${errorMessage(error)}`
-  }
-  if (typeof header !== 'object' || header === null) return 'header is not an object'
-  if (header.v !== 1) return `unknown header version ${JSON.stringify(header.v)}`
-  for (const field of ['apiVersion', 'kind', 'namespace', 'name', 'resourceVersion'] as const) {
-    if (typeof header[field] !== 'string') return `header field ${field} is not a string`
-  }
-  if (header.format !== 'json' && header.format !== 'protobuf') return `unknown format ${JSON.stringify(header.format)}`
-  if (!Number.isSafeInteger(header.size) || header.size < 0) return 'header size is not a byte count'
-  if (header.scopes !== undefined && (!Array.isArray(header.scopes) || header.scopes.some(v => typeof v !== 'string'))) return 'header scopes is not a list of strings'
-  if (header.fields !== undefined) {
-    if (typeof header.fields !== 'object' || header.fields === null || Array.isArray(header.fields)) return 'header fields is not an object'
-    if (Object.values(header.fields).some(v => typeof v !== 'string')) return 'header fields has a value that is not a string'
-  }
-  const body = bytes.subarray(newline + 1)
-  if (body.length !== header.size) return `size mismatch: header says ${header.size} bytes, body has ${body.length}`
-  if (header.namespace !== namespace) return `header namespace ${JSON.stringify(header.namespace)} does not match its directory ${JSON.stringify(namespace)}`
-  if (header.name !== name) return `header name ${JSON.stringify(header.name)} does not match the file name`
-  if (header.format === 'json') {
-    try {
-      JSON.parse(body.toString('utf8'))
-    } catch (error) {
-      return `body is not JSON: ${errorMessage(error)}`
-    }
-  }
-  const object: CachedObject = {
-    apiVersion: header.apiVersion,
-    kind: header.kind,
-    namespace: header.namespace,
-    name: header.name,
-    resourceVersion: header.resourceVersion,
-    format: header.format,
-    body,
-  }
-  if (header.fields) object.fields = { ...header.fields }
-  if (header.scopes) object.scopes = header.scopes
-  return object
-}
-
-function parseMeta(bytes: Buffer): CollectionMeta {
-  const meta = JSON.parse(bytes.toString('utf8')) as CollectionMeta & { v?: number }
-  if (meta?.v !== 1) throw new Error(`unknown version ${JSON.stringify(meta?.v)}`)
-  if (typeof meta.listResourceVersion !== 'string' || !Array.isArray(meta.listed)) throw new Error('not a scope list')
-  for (const l of meta.listed) {
-    if (!l || ['namespace', 'labelSelector', 'fieldSelector', 'resourceVersion'].some(f => typeof (l as unknown as Record<string, unknown>)[f] !== 'string')) {
-      throw new Error('a listed scope is malformed')
-    }
-  }
-  return { listResourceVersion: meta.listResourceVersion, listed: meta.listed }
 }

@@ -263,15 +263,6 @@ export class CacheStore {
         }
       },
     )
-    // A file that could not be read stood for an object: it is missing, not absent.
-    for (const failure of report.failed) {
-      if (!failure.object) continue
-      const { key, namespace, name } = failure.object
-      const collection = this.collection(key)
-      const entry: Entry = { meta: { apiVersion: '', kind: '', namespace, name, resourceVersion: '', format: 'json' }, labels: {}, size: 0 }
-      collection.entries.set(objectKey(namespace, name), entry)
-      this.markLost(key, entry, failure.reason)
-    }
     this.log.info({ objects: report.loaded, failed: report.failed.length, collections: this.collections.size }, 'cache loaded')
     return report
   }
@@ -348,10 +339,12 @@ export class CacheStore {
         if (body?.equals(object.body)) return // what the cache already holds costs no write
       }
     }
-    const stored: CachedObject = { ...object, scopes, fields }
+    const labels = labelsOf(object)
+    // labels go to disk with the object, so a cold start need not parse bodies for them
+    const stored: CachedObject = { ...object, scopes, fields, labels }
     if (!fields) delete stored.fields
     if (!scopes) delete stored.scopes
-    collection.entries.set(id, { meta: stripBody(stored), labels: labelsOf(stored), size: stored.body.length })
+    collection.entries.set(id, { meta: stripBody(stored), labels, size: stored.body.length })
     collection.lastUpdate = Date.now()
     collection.origin = 'cloud'
     await this.save(key, stored)
@@ -362,7 +355,7 @@ export class CacheStore {
     if (same(entry.meta.scopes, scopes) && sameFields(entry.meta.fields, fields)) return
     entry.meta = { ...entry.meta, scopes, fields }
     const object = await this.withBody(key, entry)
-    if (object) await this.save(key, object)
+    if (object) await this.save(key, { ...object, labels: entry.labels })
   }
 
   /**
@@ -461,7 +454,7 @@ export class CacheStore {
     for (const [id, pending] of [...this.unsaved]) {
       const entry = this.find(pending.key)?.entries.get(objectKey(pending.namespace, pending.name))
       const body = this.currentBody(id)
-      await this.save(pending.key, entry && body ? { ...entry.meta, body } : undefined, pending.namespace, pending.name)
+      await this.save(pending.key, entry && body ? { ...entry.meta, body, labels: entry.labels } : undefined, pending.namespace, pending.name)
     }
     this.retryTimer = undefined
     this.retryDelay = this.stats.writeFailures > failuresBefore ? Math.min(this.retryDelay * 2, 60_000) : (this.options.retryMs ?? 1_000)
@@ -472,8 +465,9 @@ export class CacheStore {
     await this.disk?.flush()
   }
 
-  close(): void {
+  async close(): Promise<void> {
     if (this.retryTimer) clearTimeout(this.retryTimer)
+    await this.disk?.close()
   }
 }
 
