@@ -164,6 +164,8 @@ export function createAdminServer(options: AdminOptions) {
       pool: topology.nodePool || null,
       poolNodes: [...context.poolNodes].sort(),
       nodeLabels: context.nodeLabels,
+      // Node and Service metadata events the hub read, and how many changed what the filter reads
+      reflected: { ...topology.stats, resourceVersion: topology.resourceVersion },
       services: topologyReport(topology.annotatedServices(), await cachedSlices(), context),
     }
   })

@@ -119,8 +119,8 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
 
   const topology = new TopologySource({
     upstream,
-    recorder,
     streams,
+    state: disk,
     nodeName: config.nodeName,
     nodePool: config.nodePool,
     isOnline: () => checker.state === 'online',
@@ -170,7 +170,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     if (config.securePort !== null) secure = await startSecurePort(config, log, proxyOptions, api, options.timing)
   } catch (error) {
     health.stop()
-    topology.stop()
+    await topology.stop()
     await Promise.allSettled([proxy.close(), admin.close(), secure?.close(), upstream.close(), store.flush()])
     throw error
   }
@@ -189,7 +189,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     secureUrl: secure?.url,
     async close() {
       checker.stop()
-      topology.stop()
+      await topology.stop()
       nodeCredentials.stop()
       streams.endOfflineWatches()
       streams.endUpstreamWatches()

@@ -1,73 +1,70 @@
 // What the service topology filter needs to know, kept fresh by the hub itself: every Node's labels
 // (this node's pool and the pool's members follow from them) and every Service's topology
-// annotation. Two small reflectors (list, then watch from the list's version, relist on 410) run
-// with the hub's own credentials; what they read is recorded in the cache as component "outpost",
-// so the context is known again after a restart while the cloud is away.
+// annotation. Two metadata-only reflectors (lib/metadata-reflector.ts) run with the hub's own
+// credentials. Only a change of what the filter reads counts: a Node heartbeat that changes no
+// label is read and dropped, nothing is written. What the filter reads is kept on disk (one small
+// state file, written when it changes), so the context is known again after a restart while the
+// cloud is away.
 import { EventEmitter } from 'node:events'
 import type { Logger } from 'pino'
-import { classify } from './requestinfo.ts'
-import type { RequestInfo } from './requestinfo.ts'
-import { hubUserAgent } from './config.ts'
 import type { Upstream } from './upstream.ts'
-import type { Recorder } from './cache/recorder.ts'
-import { resourceKeyOf, scopeOf } from './cache/recorder.ts'
 import type { LiveStreams } from './streams.ts'
-import { WatchFrameSplitter } from './frames.ts'
-import { SilenceGuard } from './watch-pipeline.ts'
-import { readAll } from './body.ts'
-import { pipeline } from 'node:stream'
+import { MetadataReflector } from './metadata-reflector.ts'
+import type { EventType, Metadata, ReflectorTarget } from './metadata-reflector.ts'
 import { nodePoolLabel, topologyAnnotation } from '../filters/topology.ts'
 import type { TopologyContext } from '../filters/topology.ts'
+import { numericVersion } from './cache/store.ts'
 
-interface Metadata {
-  name: string
-  namespace?: string
-  resourceVersion?: string
-  labels?: Record<string, string>
-  annotations?: Record<string, string>
-}
-
-interface Watched {
-  path: string
-  /** applies one object to the state; returns whether anything the filter reads changed */
-  apply(type: 'ADDED' | 'MODIFIED' | 'DELETED', metadata: Metadata): boolean
-  /** replaces the whole state after a list; returns whether anything changed */
-  replace(items: Metadata[]): boolean
+/** Where the context is kept between runs (DiskCache.writeState / readState). */
+export interface StateStore {
+  readState(name: string): Promise<unknown>
+  writeState(name: string, value: unknown): Promise<void>
 }
 
 export interface TopologySourceOptions {
   upstream: Upstream
-  recorder: Recorder
   streams: LiveStreams
+  state?: StateStore
   nodeName: string
   /** --nodepool: wins over the node's label */
   nodePool?: string
   isOnline: () => boolean
   log: Logger
-  retryMs?: number
   /** a watch silent this long (BOOKMARKs come about every minute) is a dead link */
   silenceMs?: number
 }
 
-const sameLabels = (a: Record<string, string> | undefined, b: Record<string, string> | undefined) =>
-  JSON.stringify(a ?? {}) === JSON.stringify(b ?? {})
+interface SavedState {
+  v: 1
+  nodes: Record<string, Record<string, string>>
+  annotations: Record<string, string>
+}
+
+const stateName = 'topology'
+
+const sameLabels = (a: Record<string, string> | undefined, b: Record<string, string> | undefined) => {
+  const ka = Object.keys(a ?? {})
+  const kb = Object.keys(b ?? {})
+  return ka.length === kb.length && ka.every(k => a![k] === b?.[k])
+}
 
 /** Emits 'change' (coalesced, at most once per tick) when anything the topology filter reads changed. */
 export class TopologySource extends EventEmitter {
   private readonly nodeLabels = new Map<string, Record<string, string>>()
   private readonly annotations = new Map<string, string>()
-  private stopped = false
-  /** the newest cluster resourceVersion the reflectors have seen */
-  private latest = 0n
+  private readonly reflectors: MetadataReflector[] = []
+  /** the newest version each reflector's stream has reached */
+  private readonly reached = new Map<string, bigint>()
   private changePending = false
-  private readonly retryMs: number
+  private saving: Promise<void> = Promise.resolve()
+  /** events read, and those that changed what the filter reads (for the bench and /debug) */
+  readonly stats = { events: 0, changes: 0 }
 
   constructor(private readonly options: TopologySourceOptions) {
     super()
-    this.retryMs = options.retryMs ?? 1_000
   }
 
-  /** Whether this node has been seen (online or from the cache): the filter cannot work without it. */
+  /** Whether this node has been seen (online or from disk): the filter cannot work without it. */
   get known(): boolean {
     return this.nodeLabels.has(this.options.nodeName)
   }
@@ -89,13 +86,10 @@ export class TopologySource extends EventEmitter {
     }
   }
 
-  /** The newest resourceVersion seen on Nodes and Services: the version of the latest topology change. */
+  /** The newest resourceVersion both reflectors' streams have reached. */
   get resourceVersion(): string {
-    return this.latest.toString()
-  }
-
-  private saw(resourceVersion: string | undefined): void {
-    if (resourceVersion && /^\d+$/.test(resourceVersion) && BigInt(resourceVersion) > this.latest) this.latest = BigInt(resourceVersion)
+    const versions = [...this.reached.values()]
+    return (versions.length > 0 ? versions.reduce((a, b) => (a > b ? a : b)) : 0n).toString()
   }
 
   /** Every Service with a topology annotation: namespace/name → annotation. */
@@ -108,148 +102,102 @@ export class TopologySource extends EventEmitter {
   }
 
   private changed(): void {
+    this.stats.changes++
     if (this.changePending) return
     this.changePending = true
     setImmediate(() => {
       this.changePending = false
+      this.save()
       this.emit('change')
     })
   }
 
-  private readonly nodes: Watched = {
-    path: '/api/v1/nodes',
-    apply: (type, meta) => {
-      if (type === 'DELETED') return this.nodeLabels.delete(meta.name)
-      const before = this.nodeLabels.get(meta.name)
-      this.nodeLabels.set(meta.name, meta.labels ?? {})
-      return before === undefined || !sameLabels(before, meta.labels)
-    },
-    replace: items => {
-      const before = new Map(this.nodeLabels)
-      this.nodeLabels.clear()
-      for (const meta of items) this.nodeLabels.set(meta.name, meta.labels ?? {})
-      return before.size !== this.nodeLabels.size || [...before].some(([name, labels]) => !sameLabels(labels, this.nodeLabels.get(name)))
-    },
+  private save(): void {
+    const state: SavedState = { v: 1, nodes: Object.fromEntries(this.nodeLabels), annotations: Object.fromEntries(this.annotations) }
+    const store = this.options.state
+    if (!store) return
+    this.saving = this.saving
+      .then(() => store.writeState(stateName, state))
+      .catch(error => this.options.log.warn({ err: (error as Error).message }, 'topology: context not saved'))
   }
 
-  private readonly services: Watched = {
-    path: '/api/v1/services',
-    apply: (type, meta) => {
-      const key = `${meta.namespace ?? ''}/${meta.name}`
+  private target(resource: string, path: string, replace: (items: Metadata[]) => boolean, apply: (type: EventType, item: Metadata) => boolean): ReflectorTarget {
+    return {
+      path,
+      resource,
+      replace: items => {
+        if (replace(items)) this.changed()
+      },
+      apply: (type, item) => {
+        this.stats.events++
+        if (apply(type, item)) this.changed()
+      },
+      progress: rv => this.reached.set(resource, numericVersion(rv)),
+    }
+  }
+
+  private readonly nodes = this.target(
+    'nodes',
+    '/api/v1/nodes',
+    items => {
+      const before = new Map(this.nodeLabels)
+      this.nodeLabels.clear()
+      for (const item of items) this.nodeLabels.set(item.name, item.labels)
+      return before.size !== this.nodeLabels.size || [...before].some(([name, labels]) => !sameLabels(labels, this.nodeLabels.get(name)))
+    },
+    (type, item) => {
+      if (type === 'DELETED') return this.nodeLabels.delete(item.name)
+      const before = this.nodeLabels.get(item.name)
+      if (before !== undefined && sameLabels(before, item.labels)) return false // a heartbeat: nothing the filter reads
+      this.nodeLabels.set(item.name, item.labels)
+      return true
+    },
+  )
+
+  private readonly services = this.target(
+    'services',
+    '/api/v1/services',
+    items => {
+      const before = new Map(this.annotations)
+      this.annotations.clear()
+      for (const item of items) {
+        const value = item.annotations[topologyAnnotation]
+        if (value !== undefined) this.annotations.set(`${item.namespace}/${item.name}`, value)
+      }
+      return before.size !== this.annotations.size || [...before].some(([k, v]) => this.annotations.get(k) !== v)
+    },
+    (type, item) => {
+      const key = `${item.namespace}/${item.name}`
       const before = this.annotations.get(key)
-      const after = type === 'DELETED' ? undefined : meta.annotations?.[topologyAnnotation]
+      const after = type === 'DELETED' ? undefined : item.annotations[topologyAnnotation]
       if (after === undefined) this.annotations.delete(key)
       else this.annotations.set(key, after)
       return before !== after
     },
-    replace: items => {
-      const before = new Map(this.annotations)
-      this.annotations.clear()
-      for (const meta of items) {
-        const value = meta.annotations?.[topologyAnnotation]
-        if (value !== undefined) this.annotations.set(`${meta.namespace ?? ''}/${meta.name}`, value)
-      }
-      return before.size !== this.annotations.size || [...before].some(([k, v]) => this.annotations.get(k) !== v)
-    },
-  }
+  )
 
   /**
-   * Seeds from the cache, then keeps both reflectors running until stop(). Resolves once both have
+   * Seeds from disk, then keeps both reflectors running until stop(). Resolves once both have
    * listed (or after `waitMs`), so the first kube-proxy request after start is already filtered.
    */
   async start(waitMs = 5_000): Promise<void> {
-    const listed: Promise<void>[] = []
-    for (const watched of [this.nodes, this.services]) {
-      const info = classify('GET', watched.path, hubUserAgent)
-      const cached = await this.options.recorder.store.list(resourceKeyOf(info), scopeOf(info))
-      if (cached) watched.replace(cached.items.map(o => (JSON.parse(o.body.toString()) as { metadata: Metadata }).metadata))
-      listed.push(new Promise(resolve => void this.reflect(watched, resolve)))
+    const saved = (await this.options.state?.readState(stateName)) as SavedState | undefined
+    if (saved?.v === 1 && saved.nodes && saved.annotations) {
+      for (const [name, labels] of Object.entries(saved.nodes)) this.nodeLabels.set(name, labels)
+      for (const [key, value] of Object.entries(saved.annotations)) this.annotations.set(key, value)
+      if (this.known) setImmediate(() => this.emit('change'))
     }
-    if (this.known) this.changed()
+    const listed = [this.nodes, this.services].map(target => {
+      const reflector = new MetadataReflector(target, { ...this.options })
+      this.reflectors.push(reflector)
+      return new Promise<void>(resolve => void reflector.run(resolve))
+    })
     if (this.options.isOnline()) await Promise.race([Promise.all(listed), sleep(waitMs)])
   }
 
-  stop(): void {
-    this.stopped = true
-  }
-
-  private async reflect(watched: Watched, onListed: () => void): Promise<void> {
-    let resourceVersion = ''
-    while (!this.stopped) {
-      if (!this.options.isOnline()) {
-        resourceVersion = '' // relist once the cloud is back: it may have changed meanwhile
-        await sleep(this.retryMs)
-        continue
-      }
-      try {
-        if (!resourceVersion) {
-          resourceVersion = await this.list(watched)
-          onListed()
-        }
-        resourceVersion = await this.watch(watched, resourceVersion)
-      } catch (error) {
-        this.options.log.debug({ path: watched.path, err: (error as Error).message }, 'topology: reflector retrying')
-        resourceVersion = ''
-        await sleep(this.retryMs)
-      }
-    }
-  }
-
-  private async request(path: string, longRunning: boolean) {
-    return this.options.upstream.request({
-      method: 'GET',
-      path,
-      headers: { accept: 'application/json', 'user-agent': hubUserAgent },
-      longRunning,
-    })
-  }
-
-  private async list(watched: Watched): Promise<string> {
-    const res = await this.request(watched.path, false)
-    const body = await readAll(res.body)
-    if (res.statusCode !== 200) throw new Error(`list ${watched.path}: ${res.statusCode} ${body.toString().slice(0, 200)}`)
-    const list = JSON.parse(body.toString()) as { metadata: { resourceVersion: string }; items: { metadata: Metadata }[] }
-    await this.options.recorder.recordListPage(this.info(watched.path), 'json', body)
-    this.saw(list.metadata.resourceVersion)
-    if (watched.replace(list.items.map(i => i.metadata))) this.changed()
-    return list.metadata.resourceVersion
-  }
-
-  private info(path: string): RequestInfo {
-    return classify('GET', path, hubUserAgent)
-  }
-
-  /** Watches until the stream ends; returns the version to go on from ('' to relist). */
-  private async watch(watched: Watched, from: string): Promise<string> {
-    const path = `${watched.path}?watch=true&allowWatchBookmarks=true&timeoutSeconds=300&resourceVersion=${from}`
-    const res = await this.request(path, true)
-    if (res.statusCode !== 200) {
-      res.body.destroy()
-      return ''
-    }
-    const stop = () => res.body.destroy()
-    this.options.streams.addUpstreamWatch(stop)
-    const silence = new SilenceGuard(this.options.silenceMs ?? 150_000, stop)
-    const info = this.info(path)
-    const scope = scopeOf(info)
-    let resourceVersion = from
-    try {
-      for await (const frame of pipeline(res.body, new WatchFrameSplitter('json'), () => {})) {
-        silence.heard()
-        const event = JSON.parse((frame as Buffer).toString()) as { type: string; object: { metadata: Metadata; code?: number } }
-        if (event.type === 'ERROR') return '' // 410 Expired or worse: relist
-        resourceVersion = event.object.metadata.resourceVersion ?? resourceVersion
-        this.saw(resourceVersion)
-        if (event.type === 'BOOKMARK') continue
-        await this.options.recorder.recordEvent(info, 'json', frame as Buffer, scope)
-        if (watched.apply(event.type as 'ADDED', event.object.metadata)) this.changed()
-      }
-    } finally {
-      silence.stop()
-      this.options.streams.removeUpstreamWatch(stop)
-      res.body.destroy()
-    }
-    return this.stopped ? '' : resourceVersion
+  async stop(): Promise<void> {
+    for (const reflector of this.reflectors) reflector.halt()
+    await this.saving
   }
 }
 

@@ -38,6 +38,9 @@ export interface LoadReport {
   failed: LoadFailure[]
 }
 
+/** The hub's own small state (not apiserver objects) lives here, apart from the collections. */
+const stateDir = '_state'
+
 /** Longest path component accepted (component and resource directory names). */
 const maxComponentLength = 253
 /**
@@ -241,6 +244,37 @@ export class DiskCache {
     const { bytesRead } = await handle.read(body, 0, at.size, at.bodyAt)
     if (bytesRead !== at.size) throw new Error(`disk cache: ${at.file}: short read of ${id}`)
     return body
+  }
+
+  /**
+   * Replaces one piece of the hub's own state (`_state/<name>.json`) atomically: written to a temp
+   * file, synced, renamed into place, the directory synced.
+   */
+  async writeState(name: string, value: unknown): Promise<void> {
+    checkComponent('state name', name)
+    const dir = path.join(this.cacheDir, stateDir)
+    await mkdir(dir, { recursive: true, mode: 0o700 })
+    const file = path.join(dir, `${name}.json`)
+    const tmp = `${file}.tmp`
+    const handle = await open(tmp, 'w', 0o600)
+    try {
+      await handle.writeFile(JSON.stringify(value))
+      await handle.datasync()
+    } finally {
+      await handle.close()
+    }
+    await rename(tmp, file)
+    await this.syncDir(dir)
+  }
+
+  /** A piece of the hub's own state, or undefined when there is none (or it cannot be read). */
+  async readState(name: string): Promise<unknown> {
+    checkComponent('state name', name)
+    try {
+      return JSON.parse(await readFile(path.join(this.cacheDir, stateDir, `${name}.json`), 'utf8'))
+    } catch {
+      return undefined
+    }
   }
 
   /** Resolves once everything written so far is durable (fdatasync'd). */
@@ -470,6 +504,7 @@ export class DiskCache {
       this.log.warn({ path: file, reason }, `disk cache: ${file}: ${reason}`)
     }
     for (const component of await readdir(this.cacheDir, { withFileTypes: true }).catch(() => [])) {
+      if (component.name === stateDir) continue
       if (!component.isDirectory() || !validPathComponent(component.name)) {
         fail(path.join(this.cacheDir, component.name), 'not a component directory')
         continue

@@ -1,0 +1,92 @@
+// The hub's own reflectors: they back off like client-go's against an apiserver that answers
+// garbage, say which resource failed, and read only metadata.
+import t from 'tap'
+import http from 'node:http'
+import { once } from 'node:events'
+import { Backoff } from '../lib/backoff.ts'
+import { MetadataReflector } from '../lib/metadata-reflector.ts'
+import type { Metadata } from '../lib/metadata-reflector.ts'
+import { Upstream } from '../lib/upstream.ts'
+import { LiveStreams } from '../lib/streams.ts'
+import { ApiServerSimulator } from './simulator/index.ts'
+import { capturingLogger, eventually } from './helpers/hub.ts'
+
+t.test("backoff: client-go's shape, exponential from 800 ms, capped at 30 s, jittered, reset after quiet", async t => {
+  let now = 0
+  const steady = new Backoff({ random: () => 0, now: () => now })
+  const waits = Array.from({ length: 8 }, () => steady.next())
+  t.same(waits, [800, 1600, 3200, 6400, 12_800, 25_600, 30_000, 30_000])
+  const jittered = new Backoff({ random: () => 0.5, now: () => now })
+  t.same([jittered.next(), jittered.next()], [1200, 2400], 'up to twice the wait, so a fleet does not retry in step')
+  now += 121_000
+  t.equal(steady.next(), 800, 'two minutes without a failure: from the start again')
+})
+
+t.test('a reflector against an apiserver that answers garbage waits longer each time and names its resource', async t => {
+  const seen: number[] = []
+  const server = http.createServer((req, res) => {
+    seen.push(performance.now())
+    res.writeHead(200, { 'content-type': 'application/json' })
+    res.end('{"kind":"NodeList","items":[{"no":"metadata"}]}')
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  const upstream = new Upstream({ servers: [new URL(`http://127.0.0.1:${(server.address() as { port: number }).port}`)], credentials: {} })
+  const waits: number[] = []
+  const backoff = new Backoff({ initialMs: 20, maxMs: 400, random: () => 0 })
+  const next = backoff.next.bind(backoff)
+  backoff.next = () => {
+    const wait = next()
+    waits.push(wait)
+    return wait
+  }
+  const { logger, text } = capturingLogger()
+  const items: Metadata[][] = []
+  const reflector = new MetadataReflector(
+    { path: '/api/v1/nodes', resource: 'nodes', replace: list => items.push(list), apply: () => {} },
+    { upstream, streams: new LiveStreams(), isOnline: () => true, log: logger, backoff },
+  )
+  void reflector.run()
+  t.teardown(async () => {
+    reflector.halt()
+    server.close()
+    await upstream.close()
+  })
+  await eventually(() => seen.length >= 6, 10_000, 'six attempts')
+  t.same(waits.slice(0, 5), [20, 40, 80, 160, 320], 'each wait twice the last')
+  for (let i = 1; i < 6; i++) t.ok(seen[i] - seen[i - 1] >= waits[i - 1] - 5, `attempt ${i + 1} came after its wait (${Math.round(seen[i] - seen[i - 1])} ms ≥ ${waits[i - 1]} ms)`)
+  t.same(items, [], 'nothing taken from a list it could not read')
+  t.match(text(), /"resource":"nodes"/)
+  t.match(text(), /nodes: an item without metadata\.name/, 'the error names the resource it read')
+  t.notMatch(text(), /EndpointSlice/)
+})
+
+t.test('the reflector asks for metadata only and follows the stream', async t => {
+  const simulator = await ApiServerSimulator.start({ bookmarkIntervalMs: 50 })
+  simulator.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1', labels: { a: '1' } }, status: { capacity: { cpu: '4' } } })
+  const upstream = new Upstream({ servers: [new URL(simulator.url)], credentials: {} })
+  const state = new Map<string, Record<string, string>>()
+  let reached = ''
+  const reflector = new MetadataReflector(
+    {
+      path: '/api/v1/nodes',
+      resource: 'nodes',
+      replace: list => list.forEach(n => state.set(n.name, n.labels)),
+      apply: (type, n) => (type === 'DELETED' ? state.delete(n.name) : state.set(n.name, n.labels)),
+      progress: rv => (reached = rv),
+    },
+    { upstream, streams: new LiveStreams(), isOnline: () => true, log: capturingLogger().logger },
+  )
+  void reflector.run()
+  t.teardown(async () => {
+    reflector.halt()
+    await upstream.close()
+    await simulator.close()
+  })
+  await eventually(() => state.has('n1'), 10_000, 'the list')
+  simulator.patch('v1', 'Node', '', 'n1', { metadata: { labels: { a: '2' } } })
+  await eventually(() => state.get('n1')?.a === '2', 10_000, 'the label change')
+  const accepts = simulator.requests.filter(r => r.url.startsWith('/api/v1/nodes')).map(r => r.headers.accept)
+  t.ok(accepts.length >= 2 && accepts.every(a => /as=PartialObjectMetadata/.test(String(a))), 'every request asks for metadata only')
+  await eventually(() => Number(reached) >= Number(simulator.currentResourceVersion()), 10_000, 'BOOKMARKs to carry the stream forward')
+})
