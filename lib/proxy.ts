@@ -18,14 +18,14 @@ import { sendStatus, streamBody } from './respond.ts'
 import { streamWatch } from './watch-pipeline.ts'
 import type { WatchStages } from './watch-pipeline.ts'
 import type { Recorder, CachePolicy } from './cache/recorder.ts'
-import { resourceKeyOf, scopeOf } from './cache/recorder.ts'
+import { isCachedKind, resourceKeyOf, scopeOf } from './cache/recorder.ts'
 import type { WireFormat } from './cache/types.ts'
 import type { EndpointsFilter, FilterRegistry } from '../filters/registry.ts'
 import { FilteredWatch } from './refilter.ts'
 import type { FilteredWatches } from './refilter.ts'
 import { decodeList, formatOf } from './cache/decode.ts'
 import { serveGet, serveList, serveWatch } from './cache/offline.ts'
-import { serveDocument } from './cache/documents.ts'
+import { isDiscoveryDocument, serveDocument } from './cache/documents.ts'
 import type { LiveStreams } from './streams.ts'
 import type { RequestObserver, Source } from './metrics.ts'
 
@@ -82,7 +82,7 @@ export async function forward(req: IncomingMessage, res: ServerResponse, options
   const code = res.headersSent ? res.statusCode : 499
   const seconds = (performance.now() - started) / 1000
   options.observer?.requestDone(info, code, source, seconds)
-  logRequest(options.log, info, code, seconds, source)
+  logRequest(options.log, info, code, seconds, source, res.getHeader('x-outpost-cache-source') as string | undefined)
 }
 
 async function answer(info: RequestInfo, req: IncomingMessage, res: ServerResponse, options: ProxyOptions): Promise<Source> {
@@ -113,7 +113,7 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
   // offline nor let its answers stand for what the node may read, so the cache stays out of it.
   const actsAsNode = req.headers.authorization === undefined
   const cacheable = actsAsNode && (options.cache?.policy.isCacheable(info) ?? false)
-  const document = actsAsNode && (options.cache?.policy.isCacheableDocument(info) ?? false)
+  const document = actsAsNode && options.cache !== undefined && isDiscoveryDocument(info)
   if (!options.cloud.isOnline()) return answerOffline(info, req, res, body, options, options.cloud.outage(), actsAsNode)
 
   let upstreamRes: UpstreamResponse
@@ -132,7 +132,7 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
     if (clientGone.aborted) return 'cloud'
     if (error instanceof UpstreamUnavailableError) {
       options.log.warn({ component: info.component, verb: info.verb, path: info.path, err: error.message }, 'upstream unavailable')
-      if (cacheable || document) return answerOffline(info, req, res, body, options, error.message, actsAsNode, true)
+      if (actsAsNode && (isCachedKind(info) || isDiscoveryDocument(info))) return answerOffline(info, req, res, body, options, error.message, actsAsNode, true)
       sendStatus(res, serviceUnavailable(error.message))
       return 'hub'
     }
@@ -298,8 +298,8 @@ async function answerOffline(
     return 'hub'
   }
   const cache = options.cache
-  if (cache?.policy.isCacheableDocument(info) && (await serveDocument(cache.recorder.store, info, req.headers.accept, res))) return 'cache'
-  if (cache?.policy.isCacheable(info)) {
+  if (cache && isDiscoveryDocument(info) && (await serveDocument(cache.recorder.store, info, req.headers.accept, res))) return 'cache'
+  if (cache && isCachedKind(info)) {
     const store = cache.recorder.store
     const accept = req.headers.accept
     const filter = options.filters?.forRequest(info)
@@ -331,7 +331,8 @@ async function answerOffline(
   return 'hub'
 }
 
-function logRequest(log: Logger, info: RequestInfo, code: number, seconds: number, source: Source): void {
+function logRequest(log: Logger, info: RequestInfo, code: number, seconds: number, source: Source, from: string | undefined): void {
   if (!log.isLevelEnabled('debug')) return
-  log.debug({ component: info.component, verb: info.verb, resource: qualifiedResource(info) || info.path, code, source, ms: Math.round(seconds * 1000) }, 'request')
+  // from: whose cache answered, when it was the cache
+  log.debug({ component: info.component, verb: info.verb, resource: qualifiedResource(info) || info.path, code, source, from, ms: Math.round(seconds * 1000) }, 'request')
 }

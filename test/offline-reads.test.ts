@@ -5,9 +5,9 @@ import t from 'tap'
 import { request } from 'undici'
 import { pino } from 'pino'
 import { startHarness, goDark, comeBack } from './helpers/hub.ts'
-import { fixtureBytes } from './helpers/fixtures.ts'
+import { fixtureBytes, fixtureJson } from './helpers/fixtures.ts'
 import { classify } from '../lib/requestinfo.ts'
-import { decodeUnknown, decodeWatchEvent, objectMeta, splitList } from '../lib/codec/protobuf.ts'
+import { assembleList, decodeUnknown, decodeWatchEvent, encodeUnknown, objectMeta, splitList } from '../lib/codec/protobuf.ts'
 import { createProxyServer } from '../lib/server.ts'
 import { Upstream } from '../lib/upstream.ts'
 import { LiveStreams } from '../lib/streams.ts'
@@ -136,14 +136,23 @@ t.test("online, a token-bearing client's answers are not recorded for the node",
   t.equal(asNode.status, 503, 'nothing the token read stands for what the node may read')
 })
 
-t.test('a watch whose objects are cached in a format the client does not accept is refused, not sent empty', async t => {
+t.test('JSON from what kube-proxy cached in protobuf: a watch of a kind the hub knows is translated; one it does not know is refused, not sent empty', async t => {
   const h = await startHarness()
   t.teardown(() => h.close())
   await h.hub.recorder.recordListPage(classify('GET', '/apis/discovery.k8s.io/v1/endpointslices', kubeProxyUA), 'protobuf', fixtureBytes('list-endpointslices.pb'))
+  // a kind the hub does not know field by field, cached as protobuf (an object with ObjectMeta only)
+  const deployment = Buffer.concat([Buffer.from([0x0a, 0x0d, 0x0a, 0x03]), Buffer.from('web'), Buffer.from([0x1a, 0x06]), Buffer.from('prod-a')])
+  const deployments = encodeUnknown({ apiVersion: 'apps/v1', kind: 'DeploymentList', raw: assembleList({ resourceVersion: '7', continue: '', items: [deployment] }) })
+  await h.hub.recorder.recordListPage(classify('GET', '/apis/apps/v1/deployments', kubeProxyUA), 'protobuf', deployments)
   await goDark(h)
-  const res = await getJson(`${h.url}/apis/discovery.k8s.io/v1/endpointslices?watch=true&resourceVersion=0`, { 'user-agent': kubeProxyUA, accept: 'application/json' })
-  t.equal(res.status, 503)
-  t.match(res.body.message, /cached as protobuf/)
+  const recorded = splitList(decodeUnknown(fixtureBytes('list-endpointslices.pb')).raw)
+  const { status, frames } = await watchFrames(`${h.url}/apis/discovery.k8s.io/v1/endpointslices?watch=true&resourceVersion=0`, { 'user-agent': 'kubectl/v1.32.0', accept: 'application/json' }, 'json', recorded.items.length)
+  t.equal(status, 200)
+  const recordedJson = fixtureJson('list-endpointslices.json').items.map((i: any) => i.metadata.name)
+  t.same(frames.map(f => JSON.parse(f.toString()).object.metadata.name), recordedJson, "kube-proxy's protobuf slices, as JSON, to kubectl")
+  const refused = await getJson(`${h.url}/apis/apps/v1/deployments?watch=true&resourceVersion=0`, { 'user-agent': 'kubectl/v1.32.0', accept: 'application/json' })
+  t.equal(refused.status, 503)
+  t.match(refused.body.message, /cached as protobuf.*kube-proxy holds them, see \/debug\/cache\/kube-proxy\/deployments/)
   await comeBack(h)
 })
 

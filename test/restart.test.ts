@@ -1,8 +1,6 @@
 // The hub as it runs on a node, in its own process: killed with SIGKILL in the middle of a burst
 // of cache writes, started again while the cloud is unreachable, it serves the node from disk.
 import t from 'tap'
-import { spawn } from 'node:child_process'
-import type { ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { mkdtempSync } from 'node:fs'
@@ -12,34 +10,13 @@ import { request } from 'undici'
 import { pino } from 'pino'
 import { startDemoCluster } from './simulator/demo.ts'
 import { DiskCache } from '../lib/cache/disk.ts'
-import { eventually, freePort } from './helpers/hub.ts'
+import { eventually } from './helpers/hub.ts'
 import { readWatch } from './helpers/watch.ts'
+import { startHubProcess } from './helpers/hub-process.ts'
 
-const entry = new URL('../cmd/outpost.ts', import.meta.url).pathname
 const kubelet = { 'user-agent': 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89' }
 const kubeProxy = { 'user-agent': 'kube-proxy/v1.24.0+0 (linux/amd64) kubernetes/2cc6ddc' }
 
-async function startHubProcess(server: string, cacheDir: string): Promise<{ url: string; child: ChildProcess }> {
-  const port = await freePort()
-  const adminPort = await freePort()
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', entry, '--server', server, '--cache-dir', cacheDir, '--port', String(port), '--admin-port', String(adminPort), '--secure-port', '0',
-      '--node-name', 'kind-worker2', '--log-level', 'warn', '--health-interval', '200ms', '--health-failures', '2', '--health-successes', '1'],
-    { stdio: ['ignore', 'ignore', 'inherit'] },
-  )
-  const url = `http://127.0.0.1:${port}`
-  await eventually(async () => {
-    try {
-      const res = await request(`${url}/v1/healthz`.replace(String(port), String(adminPort)))
-      await res.body.dump()
-      return res.statusCode === 200
-    } catch {
-      return false
-    }
-  }, 30_000, 'the hub process to listen')
-  return { url, child }
-}
 
 
 async function json(url: string): Promise<{ status: number; body: any }> {

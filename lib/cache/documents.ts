@@ -1,7 +1,8 @@
 // Discovery documents (/api, /apis, /api/v1, /apis/<group>/<version>, /version): clients such as
-// kubectl read them before anything else, so a component that is cached gets them cached too, or
-// it could not even start a request offline. Kept per component like objects, one file each, and
-// per representation (legacy, or aggregated discovery with `;as=APIGroupDiscoveryList`).
+// kubectl read them before anything else, or they could not even start a request offline. They are
+// the cluster's, the same for every client on the node, so whoever reads one as the node records
+// it for all, in one collection of the hub's own, per representation (legacy, or aggregated
+// discovery with `;as=APIGroupDiscoveryList`).
 import type { ServerResponse } from 'node:http'
 import type { RequestInfo } from '../requestinfo.ts'
 import type { CachedObject, ResourceKey } from './types.ts'
@@ -13,9 +14,7 @@ export function isDiscoveryDocument(info: RequestInfo): boolean {
   return !info.isResourceRequest && info.verb === 'get' && discoveryPath.test(info.path)
 }
 
-export function documentsKey(component: string): ResourceKey {
-  return { component, group: '', version: 'outpost', resource: 'discovery' }
-}
+export const documentsKey: ResourceKey = { component: 'outpost', group: '', version: 'outpost', resource: 'discovery' }
 
 interface MediaType {
   type: string
@@ -55,7 +54,7 @@ export function documentFor(info: RequestInfo, contentType: string, body: Buffer
 export async function serveDocument(store: CacheStore, info: RequestInfo, accept: string | undefined, res: ServerResponse): Promise<boolean> {
   for (const wanted of (accept ?? '*/*').split(',').map(parseMediaType)) {
     if (wanted.type !== 'application/json' && wanted.type !== '*/*') continue
-    const document = await store.get(documentsKey(info.component), '', documentName(info.path, wanted.params.as))
+    const document = await store.get(documentsKey, '', documentName(info.path, wanted.params.as))
     if (!document) continue
     const stored = parseMediaType(document.fields?.contentType ?? 'application/json')
     if (wanted.params.as && (stored.params.g !== wanted.params.g || stored.params.v !== wanted.params.v)) continue

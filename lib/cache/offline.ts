@@ -1,12 +1,15 @@
-// Answers reads from the cache while the cloud is unreachable, in the wire format the client asked
-// for, shaped like the apiserver's answers (lists with limit/continue, objects, watch streams with
-// BOOKMARKs, WatchList's initial events). It answers only what the cache knows whole: a scope never
-// listed, or one with objects whose bodies are lost, is a 503 that says so, never a short list.
+// Answers reads from the cache while the cloud is unreachable, for clients acting as the node,
+// shaped like the apiserver's answers: objects, lists with limit/continue, watch streams with
+// BOOKMARKs and WatchList's initial events, kubectl's Tables. The client's own component's cache
+// answers first; else whatever the node holds for that resource and scope in any component's
+// cache, freshest first. Formats follow the apiserver's negotiation (JSON for `*/*`), translated
+// field by field for the kinds the hub knows. It answers only what the cache knows whole: a scope
+// never listed, or one with objects whose bodies are lost, is a 503 that says so, never a short list.
 import type { ServerResponse } from 'node:http'
 import type { RequestInfo } from '../requestinfo.ts'
 import type { CachedObject, WireFormat } from './types.ts'
-import type { CacheStore, Collection, Selection } from './store.ts'
-import { LostObjectError, describeScope } from './store.ts'
+import type { CacheStore, Collection } from './store.ts'
+import { LostObjectError, describeScope, numericVersion } from './store.ts'
 import { resourceKeyOf, scopeOf } from './recorder.ts'
 import { scopeOfName } from './scope.ts'
 import type { ParsedScope } from './scope.ts'
@@ -15,52 +18,28 @@ import { decodeContinue, encodeContinue, storageKey } from '../continue-token.ts
 import { failure, notFound, serviceUnavailable } from '../status.ts'
 import type { Status } from '../status.ts'
 import { bookmarkFrame } from './bookmark.ts'
+import { contentTypeOf, wantedRepresentations } from '../negotiate.ts'
+import type { Wanted } from '../negotiate.ts'
+import { asJson, bodyIn, canTranslate } from './translate.ts'
+import { toTable } from '../tables.ts'
 
-export const protobufType = 'application/vnd.kubernetes.protobuf'
+export { protobufType } from '../negotiate.ts'
 
-/** Formats the client accepts, in its order of preference (kubelet: protobuf, then anything). */
-export function acceptedFormats(accept: string | undefined): WireFormat[] {
-  const formats: WireFormat[] = []
-  for (const part of (accept ?? '*/*').split(',')) {
-    const [type, ...params] = part.trim().toLowerCase().split(';')
-    if (params.some(p => p.trim().startsWith('as='))) continue // tables and metadata views are not cached
-    if (type === protobufType) formats.push('protobuf')
-    else if (type === 'application/json') formats.push('json')
-    else if (type === '*/*' || type === 'application/*') formats.push('json', 'protobuf')
-  }
-  return [...new Set(formats)]
-}
-
-function sendBody(res: ServerResponse, code: number, contentType: string, body: Buffer | string): void {
-  res.writeHead(code, {
+function sendBody(res: ServerResponse, code: number, contentType: string, body: Buffer | string, from?: string): void {
+  const headers: Record<string, string | number> = {
     'content-type': contentType,
     'cache-control': 'no-cache, private',
     'content-length': Buffer.byteLength(body),
-    // a debugging aid: curl -i shows the answer came from the hub's cache
+    // debugging aids: curl -i shows the answer came from the hub's cache, and whose
     'x-outpost-cache': 'hit',
-  })
+  }
+  if (from) headers['x-outpost-cache-source'] = from
+  res.writeHead(code, headers)
   res.end(body)
 }
 
 export function sendStatusObject(res: ServerResponse, status: Status): void {
   sendBody(res, status.code, 'application/json', JSON.stringify(status))
-}
-
-/** The stored format, if the client accepts it; the cache cannot translate protobuf into JSON. */
-function pickFormat(info: RequestInfo, accept: string | undefined, stored: WireFormat): WireFormat | Status {
-  if (acceptedFormats(accept).includes(stored)) return stored
-  return serviceUnavailable(
-    `the apiserver is unreachable and ${info.resource} for ${info.component} are cached as ${stored}, which this request's Accept header does not allow`,
-  )
-}
-
-function encodeObject(object: CachedObject): Buffer {
-  if (object.format === 'json') return object.body
-  return encodeUnknown({ apiVersion: object.apiVersion, kind: object.kind, raw: object.body })
-}
-
-function contentTypeOf(format: WireFormat): string {
-  return format === 'json' ? 'application/json' : protobufType
 }
 
 /** Applied to what the cache answers, as to what the cloud answers: the cache holds unfiltered objects. */
@@ -70,53 +49,93 @@ export interface OutgoingFilter {
 }
 
 function lostStatus(info: RequestInfo, error: LostObjectError): Status {
-  return serviceUnavailable(`the apiserver is unreachable and the cache cannot answer ${info.verb} ${info.resource} for ${info.component} whole: ${error.message}`)
+  return serviceUnavailable(`the apiserver is unreachable and the cache cannot answer ${info.verb} ${info.resource} whole: ${error.message}`)
 }
 
-function unlisted(info: RequestInfo, collection: Collection | undefined, scope: ParsedScope): Status {
-  const listed = collection ? [...collection.listed.values()].map(l => describeScope(l.scope)) : []
+function unlisted(info: RequestInfo, candidates: Collection[], scope: ParsedScope): Status {
+  const listed = candidates.flatMap(c => [...c.listed.values()].map(l => `${c.key.component}: ${describeScope(l.scope)}`))
   const why =
     listed.length === 0
-      ? `${info.component || 'this client'} never listed ${info.resource} through this hub, so nothing is cached to answer with`
-      : `${info.component || 'this client'} listed ${info.resource} only for ${listed.join('; ')}, which does not answer for ${describeScope(scope)}`
+      ? `nothing on this node ever listed ${info.resource} through this hub, so nothing is cached to answer with`
+      : `${info.resource} were listed here only for ${listed.join('; ')}, which does not answer for ${describeScope(scope)}`
   return serviceUnavailable(`the apiserver is unreachable and ${why}`)
 }
 
+/**
+ * The representation to answer with, from what the client accepts (in its order) and what the
+ * objects are stored as; a Status when none can be made.
+ */
+function choose(info: RequestInfo, accept: string | undefined, items: CachedObject[], source: Collection | undefined, tables = true): Wanted | Status {
+  const stored = new Set(items.map(o => o.format))
+  const translatable = items.every(canTranslate) && (items.length > 0 || (source !== undefined && canTranslate(source)))
+  for (const wanted of wantedRepresentations(accept)) {
+    if (wanted.kind === 'table') {
+      if (tables) return wanted
+      continue
+    }
+    if (stored.size === 0 || (stored.size === 1 && stored.has(wanted.format)) || translatable) return wanted
+  }
+  const where = source ? `; ${source.key.component} holds them, see /debug/cache/${source.key.component}/${info.resource}` : ''
+  return serviceUnavailable(
+    `the apiserver is unreachable and ${info.resource} are cached as ${[...stored].join(' and ')}, which the hub cannot give in the format this request accepts (${accept ?? '*/*'})${where}`,
+  )
+}
+
 export async function serveGet(store: CacheStore, info: RequestInfo, accept: string | undefined, res: ServerResponse, filter?: OutgoingFilter): Promise<void> {
-  const key = resourceKeyOf(info)
+  const candidates = store.candidates(resourceKeyOf(info))
   let object: CachedObject | undefined
+  let source: Collection | undefined
   try {
-    object = await store.get(key, info.namespace, info.name)
+    // the client's own cache if it holds the object, else the freshest copy any component holds
+    for (const c of candidates) {
+      const found = await store.get(c.key, info.namespace, info.name)
+      if (!found) continue
+      if (!object || numericVersion(found.resourceVersion) > numericVersion(object.resourceVersion)) {
+        object = found
+        source = c
+      }
+      if (c.key.component === info.component) break
+    }
   } catch (error) {
     if (error instanceof LostObjectError) return sendStatusObject(res, lostStatus(info, error))
     throw error
   }
-  if (!object) {
+  if (!object || !source) {
     // "not found" is the cache's to say only where a whole list would have held the object
     const scope = scopeOfName(info.namespace, info.name)
-    const collection = store.find(key)
-    return sendStatusObject(res, collection?.coveringScope(scope) ? notFound(info.resource, info.apiGroup, info.name) : unlisted(info, collection, scope))
+    return sendStatusObject(res, candidates.some(c => c.coveringScope(scope)) ? notFound(info.resource, info.apiGroup, info.name) : unlisted(info, candidates, scope))
   }
-  const format = pickFormat(info, accept, object.format)
-  if (typeof format !== 'string') return sendStatusObject(res, format)
-  const body = encodeObject(object)
-  sendBody(res, 200, contentTypeOf(format), filter ? filter.body(format, body) : body)
+  const wanted = choose(info, accept, [object], source)
+  if ('code' in wanted) return sendStatusObject(res, wanted)
+  const from = source.key.component
+  if (wanted.kind === 'table') return sendBody(res, 200, 'application/json', JSON.stringify(table(info, [object], {})), from)
+  const raw = bodyIn(object, wanted.format)
+  const body = wanted.format === 'json' ? raw : encodeUnknown({ apiVersion: object.apiVersion, kind: object.kind, raw })
+  sendBody(res, 200, contentTypeOf(wanted.format), filter ? filter.body(wanted.format, body) : body, from)
 }
 
-/** A scope's objects if the cache knows them whole, else the Status that says why not. */
-async function selectWhole(store: CacheStore, info: RequestInfo, scope: ParsedScope): Promise<Selection | Status> {
-  const selection = await store.list(resourceKeyOf(info), scope)
-  if (!selection || !selection.complete) return unlisted(info, selection?.collection ?? store.find(resourceKeyOf(info)), scope)
-  if (selection.lost.length > 0) return lostStatus(info, new LostObjectError(selection.lost))
-  return selection
+interface Whole {
+  items: CachedObject[]
+  resourceVersion: string
+  collection: Collection
 }
 
-/** The format for a set of objects: what they are stored as, when the client accepts it. */
-function formatFor(info: RequestInfo, accept: string | undefined, items: CachedObject[]): WireFormat | Status {
-  const stored = new Set(items.map(o => o.format))
-  if (stored.size > 1) return serviceUnavailable(`the apiserver is unreachable and ${info.resource} for ${info.component} are cached in both JSON and protobuf; the cache cannot answer one list in one format`)
-  const only = [...stored][0]
-  return only ? pickFormat(info, accept, only) : (acceptedFormats(accept)[0] ?? 'json')
+/** A scope's objects from the first collection that knows it whole, else the Status that says why not. */
+async function selectWhole(store: CacheStore, info: RequestInfo, scope: ParsedScope): Promise<Whole | Status> {
+  const candidates = store.candidates(resourceKeyOf(info))
+  for (const c of candidates) {
+    if (!c.coveringScope(scope)) continue
+    const selection = (await store.list(c.key, scope))!
+    if (selection.lost.length > 0) return lostStatus(info, new LostObjectError(selection.lost))
+    return selection
+  }
+  return unlisted(info, candidates, scope)
+}
+
+function table(info: RequestInfo, items: CachedObject[], listMeta: Record<string, unknown>): unknown {
+  const include = info.query.get('includeObject') === 'None' || info.query.get('includeObject') === 'Object' ? (info.query.get('includeObject') as 'None' | 'Object') : 'Metadata'
+  const objects = items.map(o => asJson(o) ?? { kind: o.kind, apiVersion: o.apiVersion, metadata: { name: o.name, namespace: o.namespace || undefined, resourceVersion: o.resourceVersion } })
+  return toTable(info.apiGroup, info.resource, objects, listMeta, include)
 }
 
 interface Page {
@@ -142,8 +161,7 @@ function paginate(info: RequestInfo, items: CachedObject[], resourceVersion: str
   const page = items.slice(start, start + limit)
   const rest = items.length - start - page.length
   if (rest <= 0) return { items: page, continue: '' }
-  const last = page[page.length - 1]
-  const next = encodeContinue({ rv: Number(resourceVersion) || 1, start: `${keyOf(last)}\u0000` })
+  const next = encodeContinue({ rv: Number(resourceVersion) || 1, start: `${keyOf(page[page.length - 1])}\u0000` })
   const selectors = scope.labels.requirements.length > 0 || scope.fields.requirements.length > 0
   return selectors ? { items: page, continue: next } : { items: page, continue: next, remainingItemCount: rest }
 }
@@ -155,33 +173,34 @@ export async function serveList(store: CacheStore, info: RequestInfo, accept: st
   } catch (error) {
     return sendStatusObject(res, failure(400, (error as Error).message))
   }
-  const selection = await selectWhole(store, info, scope)
-  if ('code' in selection) return sendStatusObject(res, selection)
-  const format = formatFor(info, accept, selection.items)
-  if (typeof format !== 'string') return sendStatusObject(res, format)
-  const { collection, resourceVersion } = selection
-  const page = paginate(info, selection.items, resourceVersion, scope)
+  const whole = await selectWhole(store, info, scope)
+  if ('code' in whole) return sendStatusObject(res, whole)
+  const { collection, resourceVersion } = whole
+  const wanted = choose(info, accept, whole.items, collection)
+  if ('code' in wanted) return sendStatusObject(res, wanted)
+  const page = paginate(info, whole.items, resourceVersion, scope)
   if ('code' in page) return sendStatusObject(res, page)
-  const listKind = `${collection.kind}List`
-  if (format === 'protobuf') {
-    const raw = assembleList({ resourceVersion, continue: page.continue, remainingItemCount: page.remainingItemCount, items: page.items.map(o => o.body) })
-    const body = encodeUnknown({ apiVersion: collection.apiVersion, kind: listKind, raw })
-    sendBody(res, 200, protobufType, filter ? filter.body('protobuf', body) : body)
-    return
-  }
-  // Items are spliced in as stored: no parse and re-serialize per object.
+  const from = collection.key.component
   const meta: Record<string, unknown> = { resourceVersion }
   if (page.continue) meta.continue = page.continue
   if (page.remainingItemCount !== undefined) meta.remainingItemCount = page.remainingItemCount
+  if (wanted.kind === 'table') return sendBody(res, 200, 'application/json', JSON.stringify(table(info, page.items, meta)), from)
+  const listKind = `${collection.kind}List`
+  if (wanted.format === 'protobuf') {
+    const raw = assembleList({ resourceVersion, continue: page.continue, remainingItemCount: page.remainingItemCount, items: page.items.map(o => bodyIn(o, 'protobuf')) })
+    const body = encodeUnknown({ apiVersion: collection.apiVersion, kind: listKind, raw })
+    return sendBody(res, 200, contentTypeOf('protobuf'), filter ? filter.body('protobuf', body) : body, from)
+  }
+  // JSON items are spliced in as stored: no parse and re-serialize per object.
   const head = `{"kind":${JSON.stringify(listKind)},"apiVersion":${JSON.stringify(collection.apiVersion)},"metadata":${JSON.stringify(meta)},"items":[`
   const parts: Buffer[] = [Buffer.from(head)]
   page.items.forEach((o, i) => {
     if (i > 0) parts.push(Buffer.from(','))
-    parts.push(o.body)
+    parts.push(bodyIn(o, 'json'))
   })
   parts.push(Buffer.from(']}'))
   const body = Buffer.concat(parts)
-  sendBody(res, 200, 'application/json', filter ? filter.body('json', body) : body)
+  sendBody(res, 200, 'application/json', filter ? filter.body('json', body) : body, from)
 }
 
 export interface OfflineWatch {
@@ -190,7 +209,10 @@ export interface OfflineWatch {
 }
 
 function addedFrame(format: WireFormat, object: CachedObject): Buffer {
-  return format === 'json' ? Buffer.concat([Buffer.from('{"type":"ADDED","object":'), object.body, Buffer.from('}\n')]) : encodeWatchEvent('ADDED', encodeObject(object))
+  const body = bodyIn(object, format)
+  return format === 'json'
+    ? Buffer.concat([Buffer.from('{"type":"ADDED","object":'), body, Buffer.from('}\n')])
+    : encodeWatchEvent('ADDED', encodeUnknown({ apiVersion: object.apiVersion, kind: object.kind, raw: body }))
 }
 
 /**
@@ -214,31 +236,31 @@ export async function serveWatch(
     sendStatusObject(res, failure(400, (error as Error).message))
     return undefined
   }
-  const selection = await selectWhole(store, info, scope)
-  if ('code' in selection) {
-    sendStatusObject(res, selection)
+  const whole = await selectWhole(store, info, scope)
+  if ('code' in whole) {
+    sendStatusObject(res, whole)
     return undefined
   }
-  const { collection } = selection
-  const format = formatFor(info, accept, selection.items)
-  if (typeof format !== 'string') {
-    sendStatusObject(res, format)
+  const { collection } = whole
+  const wanted = choose(info, accept, whole.items, collection, false)
+  if ('code' in wanted || wanted.kind !== 'object') {
+    sendStatusObject(res, 'code' in wanted ? wanted : serviceUnavailable('the apiserver is unreachable'))
     return undefined
   }
+  const format = wanted.format
   res.writeHead(200, {
-    'content-type': format === 'json' ? 'application/json' : `${protobufType};stream=watch`,
+    'content-type': format === 'json' ? 'application/json' : `${contentTypeOf('protobuf')};stream=watch`,
     'cache-control': 'no-cache, private',
     'x-outpost-cache': 'hit',
+    'x-outpost-cache-source': collection.key.component,
   })
   res.flushHeaders()
   const fromNow = !info.resourceVersion || info.resourceVersion === '0'
   const initialEvents = info.query.get('sendInitialEvents') === 'true'
-  const resourceVersion = fromNow || initialEvents ? selection.resourceVersion : info.resourceVersion
+  const resourceVersion = fromNow || initialEvents ? whole.resourceVersion : info.resourceVersion
   const send = (frame: Buffer) => res.write(filter ? filter.frame(format, frame) : frame)
-  if (fromNow || initialEvents) {
-    // "state, then changes": the cached state as ADDED events, like the apiserver's initial events
-    for (const object of selection.items) send(addedFrame(format, object))
-  }
+  // "state, then changes": the cached state as ADDED events, like the apiserver's initial events
+  if (fromNow || initialEvents) for (const object of whole.items) send(addedFrame(format, object))
   if (initialEvents) res.write(bookmarkFrame(format, collection.kind, collection.apiVersion, resourceVersion, true))
   const timers: NodeJS.Timeout[] = []
   const end = () => {

@@ -8,7 +8,7 @@ import { CacheStore, parseScope, vouchedFields } from './store.ts'
 import type { ParsedScope } from './store.ts'
 import { decodeEvent, decodeList, decodeObject } from './decode.ts'
 import type { DecodedEvent } from './decode.ts'
-import { documentFor, documentsKey, isDiscoveryDocument } from './documents.ts'
+import { documentFor, documentsKey } from './documents.ts'
 
 export const defaultCachedComponents = ['kubelet', 'kube-proxy', 'coredns', 'flanneld', 'outpost']
 
@@ -30,16 +30,19 @@ export class CachePolicy {
 
   /** A read whose answer the cache records and can give back offline. */
   isCacheable(info: RequestInfo): boolean {
-    if (!info.isResourceRequest || !this.cachesComponent(info.component)) return false
-    if (info.verb !== 'get' && info.verb !== 'list' && info.verb !== 'watch') return false
-    if (info.subresource !== '' && info.subresource !== 'status') return false
-    return !uncachedResources.has(info.resource)
+    return this.cachesComponent(info.component) && isCachedKind(info)
   }
+}
 
-  /** A discovery document a cached component reads before its first request. */
-  isCacheableDocument(info: RequestInfo): boolean {
-    return this.cachesComponent(info.component) && isDiscoveryDocument(info)
-  }
+/**
+ * A read of something the cache may hold, whichever component reads it: offline, a client acting as
+ * the node (kubectl on the node, say) is answered from what any component cached.
+ */
+export function isCachedKind(info: RequestInfo): boolean {
+  if (!info.isResourceRequest) return false
+  if (info.verb !== 'get' && info.verb !== 'list' && info.verb !== 'watch') return false
+  if (info.subresource !== '' && info.subresource !== 'status') return false
+  return !uncachedResources.has(info.resource)
 }
 
 export function resourceKeyOf(info: RequestInfo): ResourceKey {
@@ -85,7 +88,7 @@ export class Recorder {
     try {
       JSON.parse(body.toString()) // only a whole JSON document is worth keeping
       const document = documentFor(info, contentType, body)
-      if (document) await this.store.put(documentsKey(info.component), document)
+      if (document) await this.store.put(documentsKey, document)
     } catch (error) {
       this.warn(info, error, 'discovery document')
     }

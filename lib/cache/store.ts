@@ -221,6 +221,21 @@ export class CacheStore {
     return [...this.collections.values()]
   }
 
+  /**
+   * Every component's collection of `key`'s resource (same group and version): `key`'s own component
+   * first, then the others, freshest first. Offline, a node's client is answered from whichever
+   * holds what it asks for.
+   */
+  candidates(key: ResourceKey): Collection[] {
+    const own = this.find(key)
+    const others = this.all()
+      .filter(c => c !== own && c.key.group === key.group && c.key.version === key.version && c.key.resource === key.resource && c.known)
+      .map(c => ({ c, rv: numericVersion(c.maxResourceVersion()) }))
+      .sort((a, b) => (a.rv === b.rv ? 0 : a.rv > b.rv ? -1 : 1))
+      .map(({ c }) => c)
+    return own?.known ? [own, ...others] : others
+  }
+
   private interned(scopes: readonly string[] | undefined): readonly string[] | undefined {
     if (!scopes || scopes.length === 0) return undefined
     const id = scopes.join('\n')

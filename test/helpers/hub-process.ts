@@ -1,0 +1,30 @@
+// The outpost command in a child process, as on a node: what a SIGKILL and a restart are tested on.
+import { spawn } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
+import { request } from 'undici'
+import { eventually, freePort } from './hub.ts'
+
+const entry = new URL('../../cmd/outpost.ts', import.meta.url).pathname
+
+/** Starts the hub as node kind-worker2 against `server`, resolves once its admin port answers. */
+export async function startHubProcess(server: string, cacheDir: string, extraArgs: string[] = []): Promise<{ url: string; child: ChildProcess }> {
+  const port = await freePort()
+  const adminPort = await freePort()
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', entry, '--server', server, '--cache-dir', cacheDir, '--port', String(port), '--admin-port', String(adminPort), '--secure-port', '0',
+      '--node-name', 'kind-worker2', '--log-level', 'warn', '--health-interval', '200ms', '--health-failures', '2', '--health-successes', '1', ...extraArgs],
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  )
+  const url = `http://127.0.0.1:${port}`
+  await eventually(async () => {
+    try {
+      const res = await request(`${url}/v1/healthz`.replace(String(port), String(adminPort)))
+      await res.body.dump()
+      return res.statusCode === 200
+    } catch {
+      return false
+    }
+  }, 30_000, 'the hub process to listen')
+  return { url, child }
+}
