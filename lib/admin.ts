@@ -4,11 +4,14 @@ import Fastify, { LogController } from 'fastify'
 import type { Logger } from 'pino'
 import type { Metrics } from './metrics.ts'
 import type { CacheStore } from './cache/store.ts'
-import { clusterScopeDir, parseResourceDir, resourceDirName } from './cache/types.ts'
+import { clusterScopeDir, resourceDirName } from './cache/types.ts'
 import type { CachedObject, ResourceKey } from './cache/types.ts'
 import { validPathComponent } from './cache/disk.ts'
 import { describeScope, numericVersion, parseScope } from './cache/store.ts'
 import { objectMeta } from './codec/protobuf.ts'
+import { asJson } from './cache/translate.ts'
+import { builtinShortNames, resolveResourceName } from './resource-names.ts'
+import { discoveredShortNames } from './cache/documents.ts'
 import { classify } from './requestinfo.ts'
 import type { FilterRegistry } from '../filters/registry.ts'
 import { failure, notFound } from './status.ts'
@@ -39,9 +42,13 @@ function redact(document: any): any {
   return { ...document, data: hidden(document.data), stringData: hidden(document.stringData) }
 }
 
-/** A cached object as JSON: JSON bodies whole (redacted), protobuf ones as a summary of their metadata. */
+/**
+ * A cached object as JSON, Secrets redacted: JSON bodies whole, protobuf ones decoded in full for the
+ * kinds the hub knows field by field, else a summary of their metadata.
+ */
 function readable(object: CachedObject): unknown {
-  if (object.format === 'json') return redact(JSON.parse(object.body.toString()))
+  const json = asJson(object)
+  if (json) return redact(json)
   const meta = objectMeta(object.body)
   return {
     kind: object.kind,
@@ -99,12 +106,17 @@ export function createAdminServer(options: AdminOptions) {
       .sort((a, b) => (a.component + a.resource < b.component + b.resource ? -1 : 1)),
   }))
 
-  // Path segments are checked against the cache's own naming rules: no '..', no encoded slashes, no
-  // escape from the cache; anything unknown is a 404 Status.
-  const keyOf = (component: string, resourceDir: string): ResourceKey | undefined => {
-    if (!validPathComponent(component) || !validPathComponent(resourceDir)) return undefined
-    const parsed = parseResourceDir(resourceDir)
-    return parsed && store.find({ component, ...parsed }) ? { component, ...parsed } : undefined
+  // Resources by any name kubectl takes (lib/resource-names.ts), among what the component has cached;
+  // path segments are checked against the cache's own naming rules; anything unknown is a 404 Status.
+  const keyOf = async (component: string, name: string): Promise<{ key: ResourceKey; note?: string } | { error: string }> => {
+    if (!validPathComponent(component) || !/^[a-z0-9][-a-z0-9.]*$/i.test(name)) return { error: `no such cache: ${component}/${name}` }
+    const refs = store
+      .all()
+      .filter(c => c.key.component === component && c.key.version !== 'outpost')
+      .map(c => ({ ...c.key, singular: c.kind.toLowerCase() || undefined }))
+    const resolved = resolveResourceName(name, refs, { ...builtinShortNames, ...(await discoveredShortNames(store)) })
+    if ('error' in resolved) return { error: `${component}: ${resolved.error}` }
+    return { key: { component, group: resolved.ref.group, version: resolved.ref.version, resource: resolved.ref.resource }, note: resolved.note }
   }
   const filterFor = (key: ResourceKey, filtered: boolean) =>
     filtered ? options.filters.forRequest(classify('GET', apiPath(key), key.component)) : undefined
@@ -116,11 +128,12 @@ export function createAdminServer(options: AdminOptions) {
   admin.get<{ Params: { component: string; resource: string }; Querystring: { filtered?: string } }>(
     '/debug/cache/:component/:resource',
     async (request, reply) => {
-      const key = keyOf(request.params.component, request.params.resource)
-      if (!key) return reply.code(404).send(notFound('cache', '', `${request.params.component}/${request.params.resource}`))
+      const found = await keyOf(request.params.component, request.params.resource)
+      if ('error' in found) return reply.code(404).send(failure(404, found.error, 'NotFound'))
+      const { key, note } = found
       const filtered = request.query.filtered === 'true'
       const list = await store.list(key, everything)
-      return { component: key.component, resource: request.params.resource, filtered, items: (list?.items ?? []).map(o => shown(key, o, filtered)) }
+      return { component: key.component, resource: resourceDirName(key), ...(note ? { note } : {}), filtered, items: (list?.items ?? []).map(o => shown(key, o, filtered)) }
     },
   )
 
@@ -128,11 +141,12 @@ export function createAdminServer(options: AdminOptions) {
     '/debug/cache/:component/:resource/:namespace/:name',
     async (request, reply) => {
       const { component, resource, namespace, name } = request.params
-      const key = keyOf(component, resource)
+      const found = await keyOf(component, resource)
       const ns = namespace === clusterScopeDir ? '' : namespace
-      if (!key || !(ns === '' || validPathComponent(ns)) || !validPathComponent(name)) {
-        return reply.code(404).send(notFound('cache', '', `${component}/${resource}/${namespace}/${name}`))
+      if ('error' in found || !(ns === '' || validPathComponent(ns)) || !validPathComponent(name)) {
+        return reply.code(404).send(failure(404, 'error' in found ? found.error : `no such object: ${component}/${resource}/${namespace}/${name}`, 'NotFound'))
       }
+      const { key } = found
       const object = await store.get(key, ns, name)
       if (!object) return reply.code(404).send(notFound(key.resource, key.group, name))
       return shown(key, object, request.query.filtered === 'true')

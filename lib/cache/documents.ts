@@ -7,6 +7,7 @@ import type { ServerResponse } from 'node:http'
 import type { RequestInfo } from '../requestinfo.ts'
 import type { CachedObject, ResourceKey } from './types.ts'
 import type { CacheStore } from './store.ts'
+import { everything as everythingScope } from './scope.ts'
 
 const discoveryPath = /^\/(version|api|apis|api\/v1|apis\/[a-z0-9.-]+|apis\/[a-z0-9.-]+\/[a-z0-9]+)\/?$/
 
@@ -68,4 +69,25 @@ export async function serveDocument(store: CacheStore, info: RequestInfo, accept
     return true
   }
   return false
+}
+
+/** Short names the cached discovery documents list (a CRD's, for one), by short name. */
+export async function discoveredShortNames(store: CacheStore): Promise<Record<string, { resource: string; group: string }>> {
+  const out: Record<string, { resource: string; group: string }> = {}
+  const selection = await store.list(documentsKey, everythingScope).catch(() => undefined)
+  for (const document of selection?.items ?? []) {
+    let parsed: { kind?: string; groupVersion?: string; resources?: { name?: string; shortNames?: string[] }[] }
+    try {
+      parsed = JSON.parse(document.body.toString())
+    } catch {
+      continue
+    }
+    if (parsed.kind !== 'APIResourceList' || typeof parsed.groupVersion !== 'string') continue
+    const group = parsed.groupVersion.includes('/') ? parsed.groupVersion.split('/')[0] : ''
+    for (const r of parsed.resources ?? []) {
+      if (typeof r.name !== 'string' || r.name.includes('/')) continue
+      for (const short of r.shortNames ?? []) out[short] ??= { resource: r.name, group }
+    }
+  }
+  return out
 }
