@@ -3,7 +3,7 @@
 
 import * as x509 from '@peculiar/x509'
 import { ecdsaP256, generateKeyPair, importSigningKey, privateKeyPem, randomSerialNumber, withNewline } from './keys.ts'
-import { firstCertificate } from './pem.ts'
+import { firstCertificatePem } from './pem.ts'
 
 export interface CertificateAndKey {
   /** PEM */
@@ -47,7 +47,7 @@ export interface IssueOptions {
 
 /** A leaf certificate (CA=false) signed by `ca`, as PEM. */
 export async function issueCertificate(ca: CertificateAndKey, options: IssueOptions): Promise<string> {
-  const caCert = firstCertificate(ca.cert)
+  const caCert = new x509.X509Certificate(firstCertificatePem(ca.cert))
   const signingKey = await importSigningKey(ca.key)
   const notAfter = options.notAfter.getTime() > caCert.notAfter.getTime() ? caCert.notAfter : options.notAfter
   const extensions: x509.Extension[] = [

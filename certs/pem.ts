@@ -1,11 +1,9 @@
 // Reading certificates (what a renewal decision needs) and writing PEM files so that a crash never
 // leaves a torn key or certificate behind.
 
-import { randomBytes } from 'node:crypto'
+import { X509Certificate, randomBytes } from 'node:crypto'
 import { mkdir, open, rename, unlink } from 'node:fs/promises'
 import path from 'node:path'
-import * as x509 from '@peculiar/x509'
-import './keys.ts' // @peculiar/x509's crypto provider
 
 export interface CertificateInfo {
   /** RFC 4514-style, e.g. `CN=system:node:edge-1, O=system:nodes` */
@@ -20,23 +18,32 @@ export interface CertificateInfo {
 export const defaultRenewFraction = 0.8
 
 /** The first CERTIFICATE block of a PEM text (other blocks, such as keys, are skipped). */
-export function firstCertificate(pem: string | Buffer): x509.X509Certificate {
-  const block = x509.PemConverter.decodeWithHeaders(pem.toString()).find(b => b.type === 'CERTIFICATE')
-  if (!block) throw new Error('no CERTIFICATE PEM block')
-  return new x509.X509Certificate(block.rawData)
+export function firstCertificatePem(pem: string | Buffer): string {
+  const match = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/.exec(pem.toString())
+  if (!match) throw new Error('no CERTIFICATE PEM block')
+  return match[0]
 }
 
-/** Subject, validity and SANs of the first certificate of a PEM bundle; throws when there is none. */
+/**
+ * Subject, validity and SANs of the first certificate of a PEM bundle; throws when there is none.
+ * Read with node:crypto: what the hub does with certificates every day needs no X.509 library
+ * (@peculiar/x509 costs ~20 MB of memory and is loaded only to issue one).
+ */
 export function certificateInfo(pem: string | Buffer): CertificateInfo {
-  const cert = firstCertificate(pem)
-  const names = cert.getExtension(x509.SubjectAlternativeNameExtension)?.names.items ?? []
+  const cert = new X509Certificate(firstCertificatePem(pem))
+  const names = (cert.subjectAltName ?? '').split(', ').filter(Boolean)
   return {
-    subject: cert.subject,
-    notBefore: cert.notBefore,
-    notAfter: cert.notAfter,
-    dnsNames: names.filter(n => n.type === 'dns').map(n => n.value),
-    ips: names.filter(n => n.type === 'ip').map(n => n.value),
+    // node lists the RDNs one per line, in the certificate's order
+    subject: cert.subject.split('\n').join(', '),
+    notBefore: new Date(cert.validFrom),
+    notAfter: new Date(cert.validTo),
+    dnsNames: names.filter(n => n.startsWith('DNS:')).map(n => n.slice(4)),
+    ips: names.filter(n => n.startsWith('IP Address:')).map(n => canonicalIp(n.slice(11))),
   }
+}
+
+function canonicalIp(ip: string): string {
+  return ip.includes(':') ? new URL(`http://[${ip}]`).hostname.slice(1, -1) : ip
 }
 
 /** When a certificate should be renewed: at `fraction` (default 0.8) of its lifetime, like kubelet's rotation. */

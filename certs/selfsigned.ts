@@ -6,9 +6,7 @@ import { X509Certificate, createPrivateKey, type KeyObject } from 'node:crypto'
 import { chmod, mkdir, readFile, stat } from 'node:fs/promises'
 import net from 'node:net'
 import path from 'node:path'
-import * as x509 from '@peculiar/x509'
-import { clockSkewAllowanceMs, createCertificateAuthority, issueCertificate, type CertificateAndKey } from './authority.ts'
-import { generateKeyPair, privateKeyPem } from './keys.ts'
+import type { CertificateAndKey } from './authority.ts'
 import { certificateInfo, defaultRenewFraction, renewalTime, writePemFile, type CertificateInfo } from './pem.ts'
 
 export interface ServingCertificate {
@@ -65,7 +63,10 @@ export async function ensureSelfSignedServing(options: SelfSignedOptions): Promi
   await narrowMode(options.certDir, 0o700)
 
   let ca = await loadPair(file('ca.crt'), file('ca.key'))
+  // the X.509 library is loaded only to issue: a restart with usable files never pays its memory
+  const issuing = async () => ({ x509: await import('@peculiar/x509'), ...(await import('./authority.ts')), ...(await import('./keys.ts')) })
   if (!ca || !ca.cert.ca || !ca.cert.checkPrivateKey(ca.key) || new Date(ca.cert.validTo).getTime() < now.getTime() + validityMs) {
+    const { createCertificateAuthority, clockSkewAllowanceMs } = await issuing()
     const created = await createCertificateAuthority({
       commonName: `outpost-ca@${options.nodeName}`,
       notBefore: new Date(now.getTime() - clockSkewAllowanceMs),
@@ -85,6 +86,7 @@ export async function ensureSelfSignedServing(options: SelfSignedOptions): Promi
     return { ...serving.pem, ca: ca.pem.cert, info: certificateInfo(serving.pem.cert), renewed: false }
   }
 
+  const { x509, generateKeyPair, privateKeyPem, issueCertificate, clockSkewAllowanceMs } = await issuing()
   const keys = await generateKeyPair()
   const cert = await issueCertificate(ca.pem, {
     subject: new x509.Name([{ CN: [`outpost@${options.nodeName}`] }]),

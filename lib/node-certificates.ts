@@ -3,7 +3,6 @@
 // renews them at 80 % of their lifetime.
 import { X509Certificate, createPrivateKey } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
-import { createCertificateRequest } from '../certs/csr.ts'
 import { certificateInfo, renewalTime, writePemFile } from '../certs/pem.ts'
 import type { CertificateInfo } from '../certs/pem.ts'
 import { requestCertificate } from '../certs/signing-request.ts'
@@ -52,6 +51,8 @@ export interface NodeCertificateRequest {
 
 /** A certificate for this node (CN system:node:<node>, O system:nodes) by CSR, stored before it is returned. */
 export async function requestNodeCertificate(api: ApiCaller, request: NodeCertificateRequest): Promise<{ cert: Buffer; key: Buffer }> {
+  // the X.509 library is loaded only to make a request (see certs/pem.ts)
+  const { createCertificateRequest } = await import('../certs/csr.ts')
   const { csr, key } = await createCertificateRequest({
     commonName: `system:node:${request.nodeName}`,
     organizations: ['system:nodes'],
