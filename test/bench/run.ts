@@ -1,110 +1,113 @@
-// npm run bench: the hub measured side by side with direct access to the simulator, in one run.
-// Prints absolute figures and the hub/baseline ratio for each; nothing here asserts a threshold.
-import { mkdtempSync, readFileSync } from 'node:fs'
-import { Agent } from 'undici'
-import os from 'node:os'
+// npm run bench: the built hub measured side by side with its baselines, every row in one run.
+// Three processes: the apiserver simulator (test/bench/simulator-process.ts), the hub
+// (node <build>/cmd/outpost.js) and this one, the load generator. Prints a table of
+// hub / baseline ratios with each row's target, and writes bench/results.json.
+//   BENCH_QUICK=1       small counts, one round: under a minute (test/bench.test.ts runs it)
+//   BENCH_OUT=path      where the results go (default bench/results.json, quick: bench/results-quick.json)
+//   BENCH_BUILD_DIR=dir build the hub there instead of dist/
+//   BENCH_DEBUG=1       the hub's debug log and the simulator's output on this terminal
+//   BENCH_HUB_NODE_ARGS node options for the hub's processes (e.g. "--cpu-prof --cpu-prof-dir=/tmp/p")
+import { spawnSync } from 'node:child_process'
 import path from 'node:path'
-import { ApiServerSimulator } from '../simulator/index.ts'
-import { agent, kubelet, percentile, getLatencies, concurrentThroughput, listTime, watchThroughput, startHubProcess, printRows } from './common.ts'
-import type { Row } from './common.ts'
-import { topologyRows } from './topology.ts'
+import { request } from 'undici'
+import { fullCounts, quickCounts } from './context.ts'
+import type { Context } from './context.ts'
+import { buildHub, HubProcess, root, SimProcess } from './processes.ts'
+import { protobufType } from './load.ts'
+import { formatTable, machine, naRow, writeResults } from './report.ts'
+import type { Results, Row } from './report.ts'
+import { deliveryRows, getRows, listRows, watchRows } from './rows-proxy.ts'
+import { killRows, memoryRows } from './rows-cache.ts'
+import { inProcessRows } from './topology.ts'
 
-async function main(): Promise<void> {
-  const simulator = await ApiServerSimulator.start()
-  const cacheDir = mkdtempSync(path.join(os.tmpdir(), 'outpost-bench-'))
-  const certDir = mkdtempSync(path.join(os.tmpdir(), 'outpost-bench-pki-'))
-  const hubArgs = ['--server', simulator.url, '--cache-dir', cacheDir, '--cert-dir', certDir, '--health-interval', '200ms', '--health-failures', '2']
-  const hub = await startHubProcess(hubArgs)
-  simulator.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'bench' } })
-  simulator.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'one', namespace: 'default' }, data: { a: 'b' } })
-  for (let i = 0; i < 5000; i++) {
-    simulator.create({
-      apiVersion: 'v1',
-      kind: 'Pod',
-      metadata: { name: `pod-${i}`, namespace: 'default', labels: { app: `a${i % 10}` } },
-      spec: { nodeName: `node-${i % 50}`, containers: [{ name: 'c', image: 'registry.k8s.io/pause:3.9' }] },
-      status: { phase: 'Running' },
-    })
-  }
-  const targets = { direct: simulator.url, hub: hub.url }
-  const rows: Row[] = []
+const quick = process.env.BENCH_QUICK === '1'
+const counts = quick ? quickCounts : fullCounts
+const out = process.env.BENCH_OUT ?? path.join(root, 'bench', quick ? 'results-quick.json' : 'results.json')
+const started = performance.now()
+const progress = (what: string) => process.stderr.write(`bench [${((performance.now() - started) / 1000).toFixed(1)} s] ${what}\n`)
 
-  const getPath = '/api/v1/namespaces/default/configmaps/one'
-  await getLatencies(targets.direct, getPath, 200) // warm-up both paths
-  await getLatencies(targets.hub, getPath, 200)
-  const direct = await getLatencies(targets.direct, getPath, 2000)
-  const viaHub = await getLatencies(targets.hub, getPath, 2000)
-  rows.push({ name: 'GET one object, p50', direct: percentile(direct, 50), hub: percentile(viaHub, 50), unit: 'ms', higherIsBetter: false })
-  rows.push({ name: 'GET one object, p99', direct: percentile(direct, 99), hub: percentile(viaHub, 99), unit: 'ms', higherIsBetter: false })
-  // The HTTPS port against the plain one, same hub: what TLS and the token check add.
-  const tlsAgent = new Agent({ connections: 64, keepAliveTimeout: 30_000, connect: { ca: readFileSync(path.join(certDir, 'ca.crt')) } })
-  const token = { authorization: 'Bearer bench-token' }
-  await getLatencies(targets.hub, getPath, 200, agent, token) // the token path has pools of its own: warm both
-  await getLatencies(hub.secureUrl, getPath, 200, tlsAgent, token)
-  const plain = await getLatencies(targets.hub, getPath, 2000, agent, token)
-  const secure = await getLatencies(hub.secureUrl, getPath, 2000, tlsAgent, token)
-  await tlsAgent.close()
-  rows.push({ name: 'GET p50: hub plain port vs HTTPS port', direct: percentile(plain, 50), hub: percentile(secure, 50), unit: 'ms', higherIsBetter: false })
-  rows.push({
-    name: 'GET, 32 concurrent clients',
-    direct: await concurrentThroughput(targets.direct, getPath, 10_000, 32),
-    hub: await concurrentThroughput(targets.hub, getPath, 10_000, 32),
-    unit: 'req/s',
-    higherIsBetter: true,
-  })
-  rows.push({
-    name: 'LIST 5,000 pods (median of 9)',
-    direct: await listTime(targets.direct, '/api/v1/pods', 9),
-    hub: await listTime(targets.hub, '/api/v1/pods', 9),
-    unit: 'ms',
-    higherIsBetter: false,
-  })
-  rows.push({
-    name: 'watch events delivered (20,000 writes)',
-    direct: await watchThroughput(simulator, targets.direct, 'd', 20_000),
-    hub: await watchThroughput(simulator, targets.hub, 'h', 20_000),
-    unit: 'events/s',
-    higherIsBetter: true,
-  })
-  rows.push({
-    name: 'watch events, recorded to disk first (15,000)',
-    direct: await watchThroughput(simulator, targets.direct, 'dc', 15_000, kubelet),
-    hub: await watchThroughput(simulator, targets.hub, 'hc', 15_000, kubelet),
-    unit: 'events/s',
-    higherIsBetter: true,
-  })
-
-  // Offline: kubelet's pods list answered from the cache, against the same list from the cloud.
-  const podsDirect = await listTime(targets.direct, '/api/v1/pods', 9, kubelet)
-  await listTime(targets.hub, '/api/v1/pods', 1, kubelet) // recorded
-  await simulator.setFault('refuse')
-  await new Promise(resolve => setTimeout(resolve, 1_500)) // two failed probes: offline
-  rows.push({
-    name: 'LIST 5,000 pods: cloud vs hub offline cache',
-    direct: podsDirect,
-    hub: await listTime(targets.hub, '/api/v1/pods', 9, kubelet),
-    unit: 'ms',
-    higherIsBetter: false,
-  })
-  await hub.stop()
-
-  // Cold start offline: the cache holds the 15,000 watched configmaps and the 5,000 pods.
-  const cold = await startHubProcess(hubArgs, '/api/v1/pods', kubelet)
-  await cold.stop()
-  await simulator.close()
-
-  const demo = await startHubProcess([]) // npm start: the demo, simulator included
-  await demo.stop()
-
-  const filterRows = await topologyRows()
-  printRows('proxy and cache: direct to the simulator (baseline) vs through the hub in its own process', rows)
-  printRows('service topology: unfiltered pass-through (baseline) vs filtered, same run', filterRows)
-  await agent.close()
-  console.log(`\ndemo cold start (npm start → first list served through the hub): ${demo.startMs.toFixed(0)} ms (bar: 5000 ms)`)
-  console.log(`offline cold start with 20,000 cached objects (process start → first list served from disk): ${cold.startMs.toFixed(0)} ms`)
+/** The commit measured (BENCH_COMMIT names it when running from an export of a commit, not a work tree). */
+function gitState(): { commit: string; dirty: boolean } {
+  if (process.env.BENCH_COMMIT) return { commit: process.env.BENCH_COMMIT, dirty: false }
+  const git = (...args: string[]) => spawnSync('git', args, { cwd: root, encoding: 'utf8' }).stdout?.trim() ?? ''
+  return { commit: git('rev-parse', 'HEAD') || 'unknown', dirty: git('status', '--porcelain', '--untracked-files=no', '--', 'lib', 'cmd', 'filters', 'certs') !== '' }
 }
 
-main().catch(error => {
-  console.error(error)
-  process.exit(1)
-})
+/** Why the protobuf rows have no figure, or undefined when the simulator answers protobuf. */
+async function protobufProblem(simUrl: string): Promise<string | undefined> {
+  const res = await request(`${simUrl}/apis/discovery.k8s.io/v1/endpointslices?limit=1`, { headers: { accept: protobufType } })
+  await res.body.dump()
+  const type = String(res.headers['content-type'] ?? '')
+  if (res.statusCode === 406) return `the simulator answers 406 to Accept: ${protobufType} (it speaks JSON only)`
+  if (res.statusCode !== 200 || !type.startsWith(protobufType)) return `the simulator answered ${res.statusCode} ${type} to Accept: ${protobufType}`
+  return undefined
+}
+
+/** Runs one group of rows; if it throws, one n/a row says so and the run goes on. */
+async function group(rows: Row[], id: string, what: string, measure: () => Promise<Row[]>): Promise<void> {
+  progress(what)
+  try {
+    rows.push(...(await measure()))
+  } catch (error) {
+    console.error(`bench: ${what}: ${(error as Error).stack}`)
+    rows.push(naRow({ id: `${id}.failed`, name: what, unit: '', baselineLabel: '' }, 'lower', '—', `failed: ${(error as Error).message.split('\n')[0]}`))
+  }
+}
+
+async function main(): Promise<void> {
+  progress(`npm run build${process.env.BENCH_BUILD_DIR ? ` (into ${process.env.BENCH_BUILD_DIR})` : ''}`)
+  const hubEntry = buildHub(process.env.BENCH_BUILD_DIR)
+  const sim = await SimProcess.start()
+  const rows: Row[] = []
+  let inProcess: Row[] = []
+  let noProtobuf: string | undefined
+  try {
+    progress(`simulator: ${counts.slices} slices, ${counts.pods} pods, ${counts.configMaps} ConfigMaps`)
+    await sim.call('seed', { slices: counts.slices, pods: counts.pods, configMaps: counts.configMaps })
+    noProtobuf = await protobufProblem(sim.url)
+    if (noProtobuf) progress(`protobuf rows n/a: ${noProtobuf}`)
+    const ctx: Context = { sim, hubEntry, counts, noProtobuf }
+
+    const hub = await HubProcess.start(hubEntry, { server: sim.url })
+    try {
+      await group(rows, 'get', '1. GET of a small object', () => getRows(ctx, hub))
+      await group(rows, 'list', '2. LIST of the slices (a fresh hub per round)', () => listRows(ctx))
+      await group(rows, 'watch', '3. watch streams of slice events', () => watchRows(ctx, hub))
+      await group(rows, 'watchers', '4. delivery delay to many watchers', () => deliveryRows(ctx, hub))
+    } finally {
+      await hub.stop()
+    }
+    await group(rows, 'memory', '5-6. RSS idle and loaded, cold start offline', () => memoryRows(ctx))
+    await group(rows, 'kill', '7. SIGKILL mid-burst, restart offline', () => killRows(ctx))
+  } finally {
+    await sim.close()
+  }
+  progress('in-process filter rows')
+  inProcess = await inProcessRows(quick ? 5_000 : 50_000)
+
+  const results: Results = {
+    quick,
+    ...gitState(),
+    startedAt: new Date(Date.now() - (performance.now() - started)).toISOString(),
+    seconds: Math.round((performance.now() - started) / 100) / 10,
+    machine: machine(),
+    counts: { ...counts },
+    simulatorSpeaksProtobuf: noProtobuf === undefined,
+    rows,
+    inProcess,
+  }
+  writeResults(out, results)
+  console.log(`\n${formatTable(`outpost bench${quick ? ' (BENCH_QUICK)' : ''}: the built hub in its own process vs its baseline, same run`, rows)}`)
+  console.log(`\n${formatTable('service topology filter, in-process (no network): per watch frame', inProcess)}`)
+  const missed = rows.filter(r => r.met === false).map(r => r.id)
+  console.log(`\n${results.seconds} s, hub built from ${results.commit.slice(0, 10)}${results.dirty ? ' + uncommitted changes' : ''}, on ${results.machine.cpus} x ${results.machine.cpuModel} (load ${results.machine.loadAverage.join(' ')}); written to ${path.relative(process.cwd(), out)}`)
+  console.log(missed.length === 0 ? 'every target met' : `targets missed: ${missed.join(', ')}`)
+}
+
+main().then(
+  () => process.exit(0),
+  error => {
+    console.error(error)
+    process.exit(1)
+  },
+)

@@ -1,14 +1,10 @@
-// Service topology throughput, each figure against unfiltered pass-through in the same run:
-// a JSON watch of 100-endpoint slices through the hub (kube-proxy vs another client), a list of
-// 10,000 slices, and the protobuf and JSON frame paths in-process (the simulator speaks JSON only).
+// The service-topology filter per watch frame, in-process (no network, no other process): frames
+// through the splitter alone (baseline) against splitter + filter, for the same 100-endpoint slice
+// in protobuf and JSON. A second table next to the side-by-side one: what the filter itself costs.
 import { Readable } from 'node:stream'
-import { mkdtempSync } from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
 import { pino } from 'pino'
-import { ApiServerSimulator } from '../simulator/index.ts'
-import { listTime, startHubProcess, watchEventsPerSecond } from './common.ts'
-import type { Row } from './common.ts'
+import { ratioRow } from './report.ts'
+import type { Row } from './report.ts'
 import { WatchFrameSplitter } from '../../lib/frames.ts'
 import { encodeUnknown, encodeWatchEvent } from '../../lib/codec/protobuf.ts'
 import { lenFieldSize, writeLenHeader } from '../../lib/codec/wire.ts'
@@ -16,8 +12,7 @@ import { FilterRegistry } from '../../filters/registry.ts'
 import type { TopologyProvider } from '../../filters/registry.ts'
 import { classify } from '../../lib/requestinfo.ts'
 
-const kubeProxy = { 'user-agent': 'kube-proxy/v1.24.0+0 (linux/amd64) kubernetes/2cc6ddc' }
-const other = { 'user-agent': 'bench-client/v1' }
+const kubeProxy = 'kube-proxy/v1.24.0 (linux/amd64) kubernetes/2cc6ddc'
 const pools = ['shanghai', 'hangzhou', 'beijing']
 const nodeName = (i: number) => `node-${i % 12}`
 
@@ -40,29 +35,6 @@ function slice(name: string, count: number, seed: number) {
     endpoints: endpoints(count, seed),
   }
 }
-
-function seedCluster(simulator: ApiServerSimulator): void {
-  simulator.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'bench' } })
-  for (let i = 0; i < 12; i++) {
-    simulator.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: nodeName(i), labels: { 'apps.openyurt.io/nodepool': pools[i % 3] } } })
-  }
-  simulator.create({
-    apiVersion: 'v1',
-    kind: 'Service',
-    metadata: { name: 'svc', namespace: 'bench', annotations: { 'openyurt.io/topologyKeys': 'openyurt.io/nodepool' } },
-    spec: { ports: [{ port: 80 }] },
-  })
-}
-
-/** Events per second a watch of the bench namespace's slices delivers while one 100-endpoint slice is rewritten `count` times. */
-function sliceWatchThroughput(simulator: ApiServerSimulator, base: string, headers: Record<string, string>, count: number): Promise<number> {
-  return watchEventsPerSecond(simulator, `${base}/apis/discovery.k8s.io/v1/namespaces/bench/endpointslices?watch=true`, headers, count, i => {
-    const current = simulator.get('discovery.k8s.io/v1', 'EndpointSlice', 'bench', 'watched')
-    simulator.update({ ...current, endpoints: endpoints(100, i + 1) }) // i + 1: an identical update would be a no-op, no event
-  })
-}
-
-// ---- in-process frame paths ---------------------------------------------------------------------
 
 function field(n: number, payload: Buffer | string): Buffer {
   const bytes = typeof payload === 'string' ? Buffer.from(payload) : payload
@@ -107,47 +79,20 @@ function benchProvider(): TopologyProvider {
   }
 }
 
-export async function topologyRows(): Promise<Row[]> {
+export async function inProcessRows(frames: number): Promise<Row[]> {
   const rows: Row[] = []
   const registry = new FilterRegistry(benchProvider(), ['kube-proxy'], pino({ level: 'silent' }))
-  const filter = registry.forRequest(classify('GET', '/apis/discovery.k8s.io/v1/endpointslices?watch=true', kubeProxy['user-agent']))!
+  const filter = registry.forRequest(classify('GET', '/apis/discovery.k8s.io/v1/endpointslices?watch=true', kubeProxy))!
   for (const [framing, frame] of [['protobuf', protobufSliceFrame()], ['json', jsonSliceFrame()]] as const) {
-    rows.push({
-      name: `${framing} frames, 100-endpoint slice, in-process`,
-      direct: await framesPerSecond(framing, frame, 20_000),
-      hub: await framesPerSecond(framing, frame, 20_000, f => filter.frame(framing, f)),
-      unit: 'frames/s',
-      higherIsBetter: true,
-    })
-  }
-
-  const simulator = await ApiServerSimulator.start()
-  seedCluster(simulator)
-  simulator.create(slice('watched', 100, 0))
-  // kube-proxy is filtered but not cached here: the figures are the filter's, not the disk's
-  const cacheDir = mkdtempSync(path.join(os.tmpdir(), 'outpost-bench-topology-'))
-  const hub = await startHubProcess(['--server', simulator.url, '--cache-dir', cacheDir, '--cache-components', 'outpost', '--node-name', nodeName(0)])
-  try {
-    await new Promise(resolve => setTimeout(resolve, 500)) // the hub's Node and Service lists
-    rows.push({
-      name: 'JSON watch through the hub, 100-endpoint slices',
-      direct: await sliceWatchThroughput(simulator, hub.url, other, 2_000),
-      hub: await sliceWatchThroughput(simulator, hub.url, kubeProxy, 2_000),
-      unit: 'events/s',
-      higherIsBetter: true,
-    })
-    for (let i = 0; i < 10_000; i++) simulator.create(slice(`listed-${i}`, 10, i))
-    const path = '/apis/discovery.k8s.io/v1/namespaces/bench/endpointslices'
-    rows.push({
-      name: 'LIST 10,000 slices through the hub (median of 5)',
-      direct: await listTime(hub.url, path, 5, other),
-      hub: await listTime(hub.url, path, 5, kubeProxy),
-      unit: 'ms',
-      higherIsBetter: false,
-    })
-  } finally {
-    await hub.stop()
-    await simulator.close()
+    await framesPerSecond(framing, frame, Math.min(frames, 2_000)) // warm-up
+    rows.push(
+      ratioRow(
+        { id: `inprocess.${framing}`, name: `${framing} frames, 100-endpoint slice: split + filter vs split only`, unit: 'frames/s', baselineLabel: 'split only' },
+        await framesPerSecond(framing, frame, frames),
+        await framesPerSecond(framing, frame, frames, f => filter.frame(framing, f)),
+        'higher',
+      ),
+    )
   }
   return rows
 }

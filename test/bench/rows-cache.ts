@@ -1,0 +1,158 @@
+// Rows 5-7: the cache. The built hub's memory idle and loaded, its cold start offline from a full
+// disk cache, and a SIGKILL in the middle of a recorded burst: nothing a client was shown is lost.
+import type { Context } from './context.ts'
+import { HubProcess, sleep } from './processes.ts'
+import { clientHeaders, openWatch, timedList, userAgents } from './load.ts'
+import type { Listed } from './load.ts'
+import { figureRow } from './report.ts'
+import type { Row } from './report.ts'
+import { bulkConfigMapsPath, hubNode, nodePodsPath, podsPath, slicesPath } from './objects.ts'
+
+const thousands = (n: number): string => n.toLocaleString('en-US')
+const targets = { idleMiB: 60, loadedMiB: 150, coldStartMs: 1000 }
+// what the node's components send: protobuf where the apiserver offers it (JSON from today's simulator)
+const kubeProxy = clientHeaders(userAgents.kubeProxy, 'protobuf')
+const kubelet = clientHeaders(userAgents.kubelet, 'protobuf')
+
+/** Polls `url` from the moment the hub was spawned until a list answers 200. */
+async function firstServedList(hub: HubProcess, url: string, headers: Record<string, string>, timeoutMs = 60_000): Promise<Listed & { sinceSpawn: number }> {
+  let last = ''
+  while (performance.now() - hub.spawnedAt < timeoutMs) {
+    if (hub.child.exitCode !== null) throw new Error(`the hub exited (${hub.child.exitCode}): ${hub.log}`)
+    try {
+      const listed = await timedList(url, headers)
+      return { ...listed, sinceSpawn: performance.now() - hub.spawnedAt }
+    } catch (error) {
+      last = (error as Error).message.slice(0, 300)
+      await sleep(5)
+    }
+  }
+  throw new Error(`no list served within ${timeoutMs} ms: ${last}`)
+}
+
+/** Rows 5 and 6: RSS idle, RSS with the slices and pods cached, then a cold start offline from that cache (plus ConfigMaps). */
+export async function memoryRows(ctx: Context): Promise<Row[]> {
+  const { counts, sim } = ctx
+  const hub = await HubProcess.start(ctx.hubEntry, { server: sim.url })
+  const cacheDir = hub.cacheDir
+  const rows: Row[] = []
+  try {
+    await sleep(counts.settleMs)
+    const idle = hub.memory()
+    await timedList(hub.url + slicesPath, kubeProxy)
+    await timedList(hub.url + podsPath, kubelet)
+    await sleep(counts.settleMs)
+    const loaded = hub.memory()
+    rows.push(
+      figureRow(
+        { id: 'rss.idle', name: 'RSS of the built hub, idle (started, nothing cached)', unit: 'MiB', baselineLabel: 'target', note: `VmRSS ${counts.settleMs} ms after start; VmHWM ${idle.hwm.toFixed(1)} MiB` },
+        targets.idleMiB, idle.rss, 'lower', `≤ ${targets.idleMiB} MiB`, idle.rss <= targets.idleMiB,
+      ),
+      figureRow(
+        { id: 'rss.loaded', name: `RSS, ${thousands(counts.slices)} slices (kube-proxy) + ${thousands(counts.pods)} pods (kubelet) cached`, unit: 'MiB', baselineLabel: 'target',
+          note: `VmRSS ${counts.settleMs} ms after the lists; VmHWM (peak, the lists in flight) ${loaded.hwm.toFixed(1)} MiB` },
+        targets.loadedMiB, loaded.rss, 'lower', `≤ ${targets.loadedMiB} MiB`, loaded.rss <= targets.loadedMiB,
+      ),
+    )
+    await timedList(hub.url + bulkConfigMapsPath, kubelet)
+  } finally {
+    await hub.stop()
+  }
+
+  // row 6: the cloud gone, the hub started on that cache; from spawn to kube-proxy's list served whole
+  await sim.call('fault', { fault: 'refuse' })
+  try {
+    const cold = await HubProcess.start(ctx.hubEntry, { server: sim.url, cacheDir, noWait: true })
+    try {
+      const served = await firstServedList(cold, cold.url + slicesPath, kubeProxy)
+      const objects = await cold.metric('outpost_cache_loaded_objects')
+      const errors = await cold.metric('outpost_cache_load_errors_total')
+      rows.push(
+        figureRow(
+          { id: 'coldstart', name: `Cold start offline, ${thousands(objects)} cached objects, to 1st list served`, unit: 'ms', baselineLabel: 'target',
+            note: `spawn of node dist/cmd/outpost.js to the last byte of kube-proxy's ${thousands(counts.slices)}-slice list (${(served.bytes / 1e6).toFixed(1)} MB) from disk; load errors ${errors}` },
+          targets.coldStartMs, served.sinceSpawn, 'lower', `≤ ${targets.coldStartMs} ms`, served.sinceSpawn <= targets.coldStartMs,
+        ),
+      )
+    } finally {
+      await cold.stop()
+    }
+  } finally {
+    await sim.call('fault', { fault: 'none' })
+  }
+  return rows
+}
+
+interface Shown {
+  /** `<namespace>/<name>` → the highest resourceVersion a client was shown */
+  versions: Map<string, number>
+  beforeKill: number
+  afterKill: number
+}
+
+/** Row 7: kubelet's pods watched through the hub during a burst; the hub SIGKILLed half-way; restarted offline. */
+export async function killRows(ctx: Context): Promise<Row[]> {
+  const { counts, sim } = ctx
+  const hub = await HubProcess.start(ctx.hubEntry, { server: sim.url })
+  const json = clientHeaders(userAgents.kubelet, 'json')
+  const shown: Shown = { versions: new Map(), beforeKill: 0, afterKill: 0 }
+  let killed = false
+  try {
+    await timedList(hub.url + nodePodsPath, json) // kubelet lists, then watches from there
+    const rv: string = await sim.call('resourceVersion')
+    const watch = await openWatch(`${hub.url}${nodePodsPath}&resourceVersion=${rv}&watch=true`, json, frame => {
+      const event = JSON.parse(frame.toString())
+      const meta = event.object?.metadata
+      if (event.type === 'BOOKMARK' || !meta) return
+      const key = `${meta.namespace}/${meta.name}`
+      shown.versions.set(key, Math.max(shown.versions.get(key) ?? 0, Number(meta.resourceVersion)))
+      if (killed) shown.afterKill++
+      else if (++shown.beforeKill >= counts.burst / 2) {
+        killed = true
+        hub.child.kill('SIGKILL') // in the middle of the burst, while frames are being recorded
+      }
+    })
+    const burst = sim.call('podBurst', { count: counts.burst, nodeName: hubNode, offset: 1_000_000 })
+    const allShown = watch.waitFor(counts.burst, 60_000).then(
+      () => 'the burst ended before the kill',
+      (error: Error) => error.message,
+    )
+    const first = await Promise.race([hub.exited.then(() => 'killed'), allShown])
+    if (first !== 'killed') throw new Error(first)
+    await burst
+    await sleep(100) // the last frames the dead hub had sent
+    watch.close()
+  } finally {
+    await hub.kill()
+  }
+
+  await sim.call('fault', { fault: 'refuse' })
+  try {
+    const restarted = await HubProcess.start(ctx.hubEntry, { server: sim.url, cacheDir: hub.cacheDir })
+    try {
+      const listed = await firstServedList(restarted, restarted.url + nodePodsPath, json, 30_000)
+      const errors = await restarted.metric('outpost_cache_load_errors_total')
+      const res = await fetch(restarted.url + nodePodsPath, { headers: json })
+      const cached = new Map<string, number>()
+      for (const item of ((await res.json()) as { items: any[] }).items) cached.set(`${item.metadata.namespace}/${item.metadata.name}`, Number(item.metadata.resourceVersion))
+      const lost = [...shown.versions].filter(([key, version]) => (cached.get(key) ?? -1) < version)
+      if (lost.length > 0) console.error(`bench: lost after SIGKILL: ${lost.slice(0, 10).map(([k, v]) => `${k}@${v}`).join(', ')}`)
+      const what = `SIGKILL mid-burst of ${thousands(counts.burst)} pods (kubelet watch), restart offline`
+      return [
+        figureRow(
+          { id: 'kill.lost', name: `${what}: shown objects lost`, unit: 'objects', baselineLabel: 'target',
+            note: `${thousands(shown.beforeKill)} events shown before the kill, ${shown.afterKill} after it (sent before it); the restarted hub listed ${thousands(cached.size)} pods (${(listed.bytes / 1e6).toFixed(1)} MB)` },
+          0, lost.length, 'lower', '0', lost.length === 0,
+        ),
+        figureRow(
+          { id: 'kill.load-errors', name: `${what}: cache load errors`, unit: 'errors', baselineLabel: 'target', note: 'outpost_cache_load_errors_total of the restarted hub' },
+          0, errors, 'lower', '0', errors === 0,
+        ),
+      ]
+    } finally {
+      await restarted.stop()
+    }
+  } finally {
+    await sim.call('fault', { fault: 'none' })
+  }
+}

@@ -1,0 +1,263 @@
+// Rows 1-4: the proxy path. GETs of a small object, lists of the slices, watch streams of slice
+// events, and delivery delay to many watchers: each through the built hub against its baseline,
+// measured in the same run, interleaved where rounds repeat.
+import { Agent } from 'undici'
+import type { Context } from './context.ts'
+import { HubProcess, withCpu } from './processes.ts'
+import { clientHeaders, closedLoop, median, openWatch, percentile, protobufType, sequentialLatencies, timedList, userAgents } from './load.ts'
+import type { Format, Listed } from './load.ts'
+import { figureRow, guarded, naRow, ratioRow } from './report.ts'
+import type { Row } from './report.ts'
+import { slicesPath, slicesWatchPath, smallConfigMapPath, watchedConfigMapsWatchPath, writtenAtAnnotation } from './objects.ts'
+
+const mean = (values: number[]): number => values.reduce((a, b) => a + b, 0) / values.length
+const thousands = (n: number): string => n.toLocaleString('en-US')
+const formats: Format[] = ['json', 'protobuf']
+const label = (format: Format): string => (format === 'json' ? 'JSON' : 'protobuf')
+
+// ---- row 1: GET of a small object ---------------------------------------------------------------
+
+interface Loop {
+  perSecond: number
+  latencies: number[]
+  cpuMs: number[]
+}
+
+export async function getRows(ctx: Context, hub: HubProcess): Promise<Row[]> {
+  const { counts, sim } = ctx
+  const conns = 50
+  const direct = sim.url + smallConfigMapPath
+  const via = hub.url + smallConfigMapPath
+  const uncached = clientHeaders(userAgents.kubectl, 'json')
+  const cached = clientHeaders(userAgents.kubelet, 'json')
+  const ms = counts.getSeconds * 1000
+  for (const [url, headers] of [[direct, uncached], [via, uncached], [via, cached]] as const) await closedLoop(url, headers, conns, Math.min(ms, 500)) // warm-up
+  const pids = [sim.pid, hub.pid, process.pid]
+  const runs = { direct: [] as Loop[], hub: [] as Loop[], cached: [] as Loop[] }
+  const loop = async (url: string, headers: Record<string, string>): Promise<Loop> => {
+    const { result, cpuMs } = await withCpu(pids, () => closedLoop(url, headers, conns, ms))
+    return { ...result, cpuMs }
+  }
+  for (let round = 0; round < counts.getRounds; round++) {
+    runs.direct.push(await loop(direct, uncached))
+    runs.hub.push(await loop(via, uncached))
+    runs.cached.push(await loop(via, cached))
+  }
+  const rate = (r: Loop[]) => median(r.map(l => l.perSecond))
+  const p99At = (r: Loop[]) => percentile(r.flatMap(l => l.latencies), 99).toFixed(2)
+  /** CPU µs per request of the simulator, the hub and the load generator */
+  const cpu = (r: Loop[]) => {
+    const requests = r.reduce((n, l) => n + l.latencies.length, 0)
+    return [0, 1, 2].map(i => ((r.reduce((t, l) => t + l.cpuMs[i], 0) * 1000) / requests).toFixed(0)).join(' / ')
+  }
+  // added latency: requests one at a time (no queueing), blocks alternating between the two paths
+  const blocks = 5
+  const one = { direct: [] as number[], hub: [] as number[] }
+  for (let b = 0; b < blocks; b++) {
+    one.direct.push(...(await sequentialLatencies(direct, uncached, Math.ceil(counts.latencyRequests / blocks))))
+    one.hub.push(...(await sequentialLatencies(via, uncached, Math.ceil(counts.latencyRequests / blocks))))
+  }
+  const p99 = { direct: percentile(one.direct, 99), hub: percentile(one.hub, 99) }
+  const added = p99.hub - p99.direct
+  return [
+    ratioRow(
+      { id: 'get.throughput', name: `GET ConfigMap, ${conns} keep-alive conns: hub vs direct`, unit: 'req/s', baselineLabel: 'direct',
+        note: `median of ${counts.getRounds} x ${counts.getSeconds} s; p99 at this load: direct ${p99At(runs.direct)} ms, hub ${p99At(runs.hub)} ms; CPU µs per request (simulator / hub / load generator): direct ${cpu(runs.direct)}, hub ${cpu(runs.hub)}` },
+      rate(runs.direct), rate(runs.hub), 'higher', 0.8,
+    ),
+    figureRow(
+      { id: 'get.added-p99', name: 'GET ConfigMap, one at a time: p99 latency, hub vs direct', unit: 'ms', baselineLabel: 'direct',
+        note: `added p99 ${added.toFixed(3)} ms over ${thousands(one.hub.length)} requests each (p50 direct ${percentile(one.direct, 50).toFixed(3)} ms, hub ${percentile(one.hub, 50).toFixed(3)} ms)` },
+      p99.direct, p99.hub, 'lower', 'added ≤ 1 ms', added <= 1,
+    ),
+    ratioRow(
+      { id: 'get.cached', name: `GET ConfigMap, ${conns} conns: cached (kubelet) vs uncached (kubectl)`, unit: 'req/s', baselineLabel: 'uncached',
+        note: `both through the hub (kubelet's answers recorded before they are sent); CPU µs per request (simulator / hub / load generator): uncached ${cpu(runs.hub)}, cached ${cpu(runs.cached)}` },
+      rate(runs.hub), rate(runs.cached), 'higher', 0.9,
+    ),
+  ]
+}
+
+// ---- row 2: LIST of the slices --------------------------------------------------------------------
+
+const listTargets = { first: 1.2, relist: 1.05 }
+
+function listBases(ctx: Context, format: Format) {
+  const what = `LIST ${thousands(ctx.counts.slices)} slices ${label(format)}`
+  const protobuf = format === 'protobuf'
+  return {
+    first: { id: `list.${format}.first`, name: `${what}: kube-proxy 1st list (recorded+filtered) vs kubectl`, unit: 'ms', baselineLabel: 'pass-through', protobuf },
+    relist: { id: `list.${format}.relist`, name: `${what}: kube-proxy relist, unchanged, vs kubectl`, unit: 'ms', baselineLabel: 'pass-through', protobuf },
+    pass: { id: `list.${format}.pass-through`, name: `${what}: kubectl through the hub vs direct`, unit: 'ms', baselineLabel: 'direct', protobuf },
+  }
+}
+
+/** One round on a fresh hub (empty cache), so that kube-proxy's first list is really its first. */
+interface Round {
+  direct: Listed
+  pass: number
+  first: Listed
+  relist: Listed
+  passBytes: number
+  /** the hub's CPU ms for each list */
+  cpu: { pass: number; first: number; relist: number }
+}
+
+async function listRound(ctx: Context, format: Format): Promise<Round> {
+  const hub = await HubProcess.start(ctx.hubEntry, { server: ctx.sim.url })
+  const agent = new Agent({ connections: 4, keepAliveTimeout: 60_000 })
+  try {
+    const kubectl = clientHeaders(userAgents.kubectl, format)
+    const kubeProxy = clientHeaders(userAgents.kubeProxy, format)
+    const list = async (headers: Record<string, string>) => {
+      const { result, cpuMs } = await withCpu([hub.pid], () => timedList(hub.url + slicesPath, headers, agent))
+      return { ...result, cpu: cpuMs[0] }
+    }
+    // warm-up: the recording and filtering paths as coredns (cached and filtered too, a cache of its
+    // own), the pass-through path as kubectl, the simulator's list
+    await list(clientHeaders('coredns/v1.8.6', format))
+    await list(kubectl)
+    await timedList(ctx.sim.url + slicesPath, kubectl, agent)
+    const pass1 = await list(kubectl)
+    const first = await list(kubeProxy)
+    const relist = await list(kubeProxy)
+    const pass2 = await list(kubectl)
+    const direct = await timedList(ctx.sim.url + slicesPath, kubectl, agent)
+    if (format === 'protobuf' && !first.contentType.startsWith(protobufType)) throw new Error(`kube-proxy's protobuf list was answered in ${first.contentType}`)
+    return { direct, pass: (pass1.ms + pass2.ms) / 2, first, relist, passBytes: pass1.bytes, cpu: { pass: (pass1.cpu + pass2.cpu) / 2, first: first.cpu, relist: relist.cpu } }
+  } finally {
+    await agent.close()
+    await hub.stop()
+  }
+}
+
+export async function listRows(ctx: Context): Promise<Row[]> {
+  const rows: Row[] = []
+  for (const format of formats) {
+    const bases = listBases(ctx, format)
+    const specs = [
+      { base: bases.first, better: 'lower' as const, target: `≤ ${listTargets.first}x` },
+      { base: bases.relist, better: 'lower' as const, target: `≤ ${listTargets.relist}x` },
+      { base: bases.pass, better: 'lower' as const, target: '—' },
+    ]
+    if (format === 'protobuf' && ctx.noProtobuf) {
+      for (const s of specs) rows.push(naRow(s.base, s.better, s.target, ctx.noProtobuf))
+      continue
+    }
+    await guarded(rows, specs, async () => {
+      const rounds: Round[] = []
+      for (let r = 0; r < ctx.counts.listRounds; r++) rounds.push(await listRound(ctx, format))
+      const pass = median(rounds.map(r => r.pass))
+      const { first, passBytes } = rounds[0]
+      const sizes = `kubectl got ${(passBytes / 1e6).toFixed(1)} MB (${first.encoding === 'gzip' ? 'gzip' : 'plain'} ${label(format)}), kube-proxy ${(first.bytes / 1e6).toFixed(1)} MB filtered`
+      const cpu = (k: keyof Round['cpu']) => median(rounds.map(r => r.cpu[k])).toFixed(0)
+      return [
+        ratioRow({ ...bases.first, note: `median of ${rounds.length} fresh hubs; ${sizes}; hub CPU ms per list: kubectl ${cpu('pass')}, kube-proxy 1st ${cpu('first')}, relist ${cpu('relist')}` },
+          pass, median(rounds.map(r => r.first.ms)), 'lower', listTargets.first),
+        ratioRow(bases.relist, pass, median(rounds.map(r => r.relist.ms)), 'lower', listTargets.relist),
+        ratioRow(bases.pass, median(rounds.map(r => r.direct.ms)), pass, 'lower'),
+      ]
+    })
+  }
+  return rows
+}
+
+// ---- row 3: a watch stream of slice events ----------------------------------------------------------
+
+interface Rate {
+  rate: number
+  cpuMs: number[]
+}
+
+/** Events per second one watch delivers while the simulator modifies `count` slices as fast as it can; CPU ms of the simulator and the hub meanwhile. */
+async function watchRate(ctx: Context, hub: HubProcess, base: string, userAgent: string, format: Format, count: number): Promise<{ rate: number; cpuMs: number[] }> {
+  const rv: string = await ctx.sim.call('resourceVersion')
+  const watch = await openWatch(base + slicesWatchPath(rv), clientHeaders(userAgent, format))
+  try {
+    if (format === 'protobuf' && !watch.contentType.startsWith(protobufType)) throw new Error(`the protobuf watch was answered in ${watch.contentType}`)
+    const { result: rate, cpuMs } = await withCpu([ctx.sim.pid, hub.pid], async () => {
+      const start = performance.now()
+      const writes = ctx.sim.call('modifySlices', { count })
+      const end = await watch.waitFor(count, 60_000 + count * 10)
+      await writes
+      return count / ((end - start) / 1000)
+    })
+    return { rate, cpuMs }
+  } finally {
+    watch.close()
+  }
+}
+
+export async function watchRows(ctx: Context, hub: HubProcess): Promise<Row[]> {
+  const rows: Row[] = []
+  const n = ctx.counts.watchEvents
+  for (const format of formats) {
+    const what = `WATCH ${thousands(n)} slice events ${label(format)}`
+    const protobuf = format === 'protobuf'
+    const recorded = { id: `watch.${format}.recorded`, name: `${what}: kube-proxy (recorded+filtered) vs kubectl`, unit: 'events/s', baselineLabel: 'pass-through', protobuf }
+    const pass = { id: `watch.${format}.pass-through`, name: `${what}: kubectl through the hub vs direct`, unit: 'events/s', baselineLabel: 'direct', protobuf }
+    const specs = [
+      { base: recorded, better: 'higher' as const, target: '≥ 0.8x' },
+      { base: pass, better: 'higher' as const, target: '—' },
+    ]
+    if (protobuf && ctx.noProtobuf) {
+      for (const s of specs) rows.push(naRow(s.base, s.better, s.target, ctx.noProtobuf))
+      continue
+    }
+    await guarded(rows, specs, async () => {
+      // kube-proxy lists before it watches: its slices are in the cache when the events come
+      await timedList(hub.url + slicesPath, clientHeaders(userAgents.kubeProxy, format))
+      const runs = { direct: [] as Rate[], pass: [] as Rate[], recorded: [] as Rate[] }
+      for (let r = 0; r < ctx.counts.watchRounds; r++) {
+        runs.direct.push(await watchRate(ctx, hub, ctx.sim.url, userAgents.kubectl, format, n))
+        runs.pass.push(await watchRate(ctx, hub, hub.url, userAgents.kubectl, format, n))
+        runs.recorded.push(await watchRate(ctx, hub, hub.url, userAgents.kubeProxy, format, n))
+      }
+      const rate = (r: Rate[]) => mean(r.map(x => x.rate))
+      /** CPU µs per event, simulator / hub */
+      const cpu = (r: Rate[]) => [0, 1].map(i => ((mean(r.map(x => x.cpuMs[i])) * 1000) / n).toFixed(0)).join(' / ')
+      const note = `mean of ${ctx.counts.watchRounds}, first write to last event; CPU µs per event (simulator / hub): direct ${cpu(runs.direct)}, kubectl ${cpu(runs.pass)}, kube-proxy ${cpu(runs.recorded)}`
+      return [ratioRow({ ...recorded, note }, rate(runs.pass), rate(runs.recorded), 'higher', 0.8), ratioRow(pass, rate(runs.direct), rate(runs.pass), 'higher')]
+    })
+  }
+  return rows
+}
+
+// ---- row 4: delivery delay to many watchers --------------------------------------------------------
+
+/** Delays (ms) from each stamped write in the simulator to its arrival at each of `watchers` watchers. */
+async function deliveryDelays(ctx: Context, base: string): Promise<number[]> {
+  const { watchers, stampedWrites, stampIntervalMs } = ctx.counts
+  const rv: string = await ctx.sim.call('resourceVersion')
+  const agent = new Agent({ connections: watchers + 1, keepAliveTimeout: 60_000 })
+  const delays: number[] = []
+  const onFrame = (frame: Buffer, arrivedAt: number) => {
+    const event = JSON.parse(frame.toString())
+    const stamp = Number(event.object?.metadata?.annotations?.[writtenAtAnnotation])
+    if (event.type === 'MODIFIED' && Number.isFinite(stamp)) delays.push(arrivedAt - stamp)
+  }
+  const headers = clientHeaders(userAgents.kubelet, 'json')
+  const watches = await Promise.all(Array.from({ length: watchers }, () => openWatch(base + watchedConfigMapsWatchPath(rv), headers, onFrame, agent)))
+  try {
+    await ctx.sim.call('stampedWrites', { count: stampedWrites, intervalMs: stampIntervalMs })
+    await Promise.all(watches.map(w => w.waitFor(stampedWrites, 30_000)))
+    return delays
+  } finally {
+    for (const w of watches) w.close()
+    await agent.destroy()
+  }
+}
+
+export async function deliveryRows(ctx: Context, hub: HubProcess): Promise<Row[]> {
+  const { watchers, stampedWrites, stampIntervalMs } = ctx.counts
+  const direct = await deliveryDelays(ctx, ctx.sim.url)
+  const via = await deliveryDelays(ctx, hub.url)
+  const p99 = { direct: percentile(direct, 99), hub: percentile(via, 99) }
+  return [
+    figureRow(
+      { id: 'watchers.p99', name: `${watchers} watchers of one ConfigMap list (kubelet): p99 delivery delay`, unit: 'ms', baselineLabel: 'direct',
+        note: `${stampedWrites} writes ${stampIntervalMs} ms apart, ${thousands(via.length)} deliveries; p50 direct ${percentile(direct, 50).toFixed(2)} ms, hub ${percentile(via, 50).toFixed(2)} ms; max hub ${Math.max(...via).toFixed(1)} ms` },
+      p99.direct, p99.hub, 'lower', '≤ 50 ms', p99.hub <= 50,
+    ),
+  ]
+}
