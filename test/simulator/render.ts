@@ -1,57 +1,138 @@
 // What a response body looks like for the representation the client asked for in Accept:
-// plain JSON, a Table (kubectl), or PartialObjectMetadata(List) (metadata informers).
-// The simulator speaks JSON only: a protobuf-only Accept gets 406.
+// the object itself (JSON, or protobuf for the kinds the typed codec knows), a Table (kubectl, JSON
+// only), or PartialObjectMetadata(List) (metadata informers; JSON or protobuf). Negotiation follows
+// the apiserver's (k8s.io/apiserver endpoints/handlers/negotiation): Accept clauses in goautoneg's
+// order, each tried against the serializers JSON, YAML, protobuf in that order. YAML is never chosen
+// (the simulator does not write it); protobuf is what protobuf.ts encodes.
 
+import { isTypedKind } from '../../lib/codec/typed.ts'
 import { sortKeys } from './objects.ts'
 import type { ResourceEntry } from './resources.ts'
 import { toTable, type IncludeObject } from './table.ts'
 import type { ListResult } from './cluster.ts'
 
-export type Output = { kind: 'json' } | { kind: 'partial' } | { kind: 'table'; include: IncludeObject }
+/** `protobuf`: encode the body with the typed codec (protobuf.ts) instead of JSON. */
+export type Output = { kind: 'json'; protobuf?: boolean } | { kind: 'partial'; protobuf?: boolean } | { kind: 'table'; include: IncludeObject }
 
-interface MediaRange {
+interface Clause {
   type: string
+  subtype: string
   params: Record<string, string>
+  q: number
 }
 
-function parseAccept(accept: string): MediaRange[] {
-  const out: MediaRange[] = []
+/** goautoneg.ParseAccept: clauses sorted by q, then specific types before wildcards (Go 1.18's sort.Sort, unstable as it is). */
+function parseAccept(accept: string): Clause[] {
+  const out: Clause[] = []
   for (const part of accept.split(',')) {
-    const [type, ...params] = part.split(';').map(s => s.trim())
-    if (!type) continue
-    const p: Record<string, string> = {}
+    const [range, ...params] = part.split(';').map(s => s.trim())
+    const slash = range.split('/').map(s => s.trim().toLowerCase())
+    let clause: Clause
+    if (slash.length === 1 && slash[0] === '*') clause = { type: '*', subtype: '*', params: {}, q: 1 }
+    else if (slash.length === 2) clause = { type: slash[0], subtype: slash[1], params: {}, q: 1 }
+    else continue
     for (const kv of params) {
       const eq = kv.indexOf('=')
-      if (eq > 0) p[kv.slice(0, eq).trim().toLowerCase()] = kv.slice(eq + 1).trim().replace(/^"|"$/g, '')
+      if (eq <= 0) continue
+      const key = kv.slice(0, eq).trim()
+      const value = kv.slice(eq + 1).trim().replace(/^"|"$/g, '')
+      if (key === 'q') clause.q = Number.parseFloat(value) || 0
+      else clause.params[key] = value
     }
-    if (p.q !== undefined && Number(p.q) === 0) continue
-    out.push({ type: type.toLowerCase(), params: p })
+    if (clause.q <= 0) continue // q=0: not acceptable (goautoneg keeps it; no client sends it)
+    out.push(clause)
   }
+  const less = (a: Clause, b: Clause) => a.q > b.q || (a.type !== '*' && b.type === '*') || (a.subtype !== '*' && b.subtype === '*')
+  const swap = (i: number, j: number) => ([out[i], out[j]] = [out[j], out[i]])
+  // sort.Sort on fewer than 13 elements: one shell pass with gap 6, then insertion sort
+  for (let i = 6; i < out.length; i++) if (less(out[i], out[i - 6])) swap(i, i - 6)
+  for (let i = 1; i < out.length; i++) for (let j = i; j > 0 && less(out[j], out[j - 1]); j--) swap(j, j - 1)
   return out
+}
+
+const serializers = [
+  ['application', 'json'],
+  ['application', 'yaml'],
+  ['application', 'vnd.kubernetes.protobuf'],
+] as const
+
+/** The apiserver answers this resource's own objects in protobuf: a built-in kind the typed codec knows. */
+export function servesProtobuf(entry: ResourceEntry | undefined): boolean {
+  return entry !== undefined && !entry.custom && isTypedKind(entry.apiVersion, entry.kind)
+}
+
+/** acceptMediaTypeOptions + the resource scope's AllowsMediaTypeTransform, for one clause and serializer. */
+function accepted(
+  params: Record<string, string>,
+  subtype: (typeof serializers)[number][1],
+  target: 'object' | 'list' | 'watch',
+  includeObject: string | null | undefined,
+  entry: ResourceEntry | undefined,
+): Output | undefined {
+  if (subtype === 'yaml') return undefined // the simulator writes no YAML
+  if (params.stream !== undefined && params.stream !== '' && params.stream !== 'watch') return undefined
+  const protobuf = subtype === 'vnd.kubernetes.protobuf'
+  const as = params.as
+  if (as === undefined && params.g === undefined && params.v === undefined) {
+    if (!protobuf) return { kind: 'json' }
+    return servesProtobuf(entry) ? { kind: 'json', protobuf: true } : undefined
+  }
+  if (params.g !== 'meta.k8s.io' || (params.v !== 'v1' && params.v !== 'v1beta1')) return undefined
+  if (as === 'Table') {
+    if (protobuf) return undefined // Tables are served in JSON and YAML only
+    const include = includeObject === 'None' || includeObject === 'Object' ? includeObject : 'Metadata'
+    return { kind: 'table', include }
+  }
+  // the apiserver accepts either for any request and fails in the transform; here the other is skipped
+  const partial: Output = protobuf ? { kind: 'partial', protobuf: true } : { kind: 'partial' }
+  if (as === 'PartialObjectMetadata' && target !== 'list') return partial
+  if (as === 'PartialObjectMetadataList' && target !== 'object') return partial
+  return undefined
 }
 
 /**
  * The representation to answer with, or undefined for 406. `target` is what the request returns:
- * one object (get, create, …, and each watch event) or a list.
+ * one object (get, create, …, and each watch event) or a list. `entry` is the resource (its objects
+ * may be protobuf); without it only JSON and PartialObjectMetadata are offered.
  */
-export function negotiate(accept: string | undefined, target: 'object' | 'list' | 'watch', includeObject?: string | null): Output | undefined {
+export function negotiate(
+  accept: string | undefined,
+  target: 'object' | 'list' | 'watch',
+  includeObject?: string | null,
+  entry?: ResourceEntry,
+): Output | undefined {
   if (!accept || accept.trim() === '') return { kind: 'json' }
-  for (const range of parseAccept(accept)) {
-    if (range.type !== 'application/json' && range.type !== 'application/*' && range.type !== '*/*') continue
-    const as = range.params.as
-    if (!as) return { kind: 'json' }
-    if (range.params.g !== 'meta.k8s.io' || (range.params.v !== 'v1' && range.params.v !== 'v1beta1')) continue
-    if (as === 'Table') {
-      const include = includeObject === 'None' || includeObject === 'Object' ? includeObject : 'Metadata'
-      return { kind: 'table', include }
+  for (const clause of parseAccept(accept)) {
+    for (const [type, subtype] of serializers) {
+      const matches = (clause.type === type && (clause.subtype === subtype || clause.subtype === '*')) || (clause.type === '*' && clause.subtype === '*')
+      if (!matches) continue
+      const output = accepted(clause.params, subtype, target, includeObject, entry)
+      if (output) return output
     }
-    if (as === 'PartialObjectMetadata' && target !== 'list') return { kind: 'partial' }
-    if (as === 'PartialObjectMetadataList' && target !== 'object') return { kind: 'partial' }
   }
   return undefined
 }
 
-export const notAcceptableMessage = 'only the following media types are accepted: application/json'
+/**
+ * How an error Status is written (responsewriters.ErrorNegotiated): negotiated with no transforms
+ * allowed; when nothing is acceptable the apiserver writes it as raw JSON anyway.
+ */
+export function statusFormat(accept: string | undefined): 'json' | 'protobuf' {
+  if (!accept || accept.trim() === '') return 'json'
+  for (const clause of parseAccept(accept)) {
+    for (const [type, subtype] of serializers) {
+      const matches = (clause.type === type && (clause.subtype === subtype || clause.subtype === '*')) || (clause.type === '*' && clause.subtype === '*')
+      const p = clause.params
+      if (!matches || p.as !== undefined || p.g !== undefined || p.v !== undefined) continue
+      if (p.stream !== undefined && p.stream !== '' && p.stream !== 'watch') continue
+      return subtype === 'vnd.kubernetes.protobuf' ? 'protobuf' : 'json' // YAML is answered in JSON
+    }
+  }
+  return 'json'
+}
+
+/** The NotAcceptable message of every resource, custom ones included (list-nodepools-pb-refused.*). */
+export const notAcceptableMessage = 'only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf'
 
 function partial(obj: any): any {
   return { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: obj.metadata }

@@ -18,6 +18,7 @@ export interface Reply {
 export interface RequestOptions {
   method?: string
   headers?: Record<string, string>
+  /** a string or Buffer is sent as is, anything else as JSON */
   body?: unknown
   /** https options (ca, cert, key) */
   tls?: https.RequestOptions
@@ -27,7 +28,7 @@ export interface RequestOptions {
 export function request(url: string, opts: RequestOptions = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const u = new URL(url)
-    const body = opts.body === undefined ? undefined : typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body)
+    const body = opts.body === undefined ? undefined : typeof opts.body === 'string' || Buffer.isBuffer(opts.body) ? opts.body : JSON.stringify(opts.body)
     const headers: Record<string, string> = { ...(opts.headers ?? {}) }
     if (body !== undefined && !Object.keys(headers).some(h => h.toLowerCase() === 'content-type')) headers['Content-Type'] = 'application/json'
     const mod = u.protocol === 'https:' ? https : http

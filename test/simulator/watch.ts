@@ -8,6 +8,7 @@ import type { ServerResponse } from 'node:http'
 import { failure } from '../../lib/status.ts'
 import type { FieldSelector, LabelSelector } from '../../lib/selectors.ts'
 import { matches, parseRV, type Cluster } from './cluster.ts'
+import { watchContentType, watchEventBytes } from './protobuf.ts'
 import { bookmarkObject, renderObject, type Output } from './render.ts'
 import type { ResourceEntry } from './resources.ts'
 import type { StoreEvent } from './store.ts'
@@ -49,7 +50,7 @@ export class WatchStream {
     const { res, params, cluster } = this
     res.on('close', () => this.cleanup())
     res.on('error', () => this.cleanup())
-    res.writeHead(200, { ...headers, 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' })
+    res.writeHead(200, { ...headers, 'Content-Type': watchContentType(params.output), 'Transfer-Encoding': 'chunked' })
     res.flushHeaders()
     const store = cluster.store
     if (this.startRV === undefined) {
@@ -115,7 +116,7 @@ export class WatchStream {
 
   private write(event: unknown): void {
     if (this.closed || this.res.destroyed || this.res.writableEnded) return
-    this.res.write(JSON.stringify(event) + '\n')
+    this.res.write(watchEventBytes(event, this.params.output))
   }
 
   /** End the stream cleanly (timeoutSeconds, server close). */
