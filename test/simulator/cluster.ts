@@ -82,16 +82,27 @@ export function decodeContinue(token: string): { rv: number; start: string } {
     throw invalid((err as Error).message)
   }
   if (c === null || typeof c !== 'object' || c.v !== 'meta.k8s.io/v1') throw invalid('server does not recognize this encoded version')
-  if (!Number.isInteger(c.rv) || c.rv <= 0) throw invalid('incorrect encoded start resourceVersion (version meta.k8s.io/v1)')
+  // a negative rv is what the apiserver puts in the token of a 410 for an expired one: "at the latest"
+  if (!Number.isInteger(c.rv) || c.rv === 0) throw invalid('incorrect encoded start resourceVersion (version meta.k8s.io/v1)')
   if (typeof c.start !== 'string' || c.start === '') throw invalid('encoded start key empty (version meta.k8s.io/v1)')
   return { rv: c.rv, start: c.start }
 }
 
-function tooLarge(rv: number, current: number): ApiError {
+export function tooLarge(rv: number, current: number): ApiError {
   return ApiError.of(504, `Timeout: Too large resource version: ${rv}, current: ${current}`, 'Timeout', {
     causes: [{ reason: 'ResourceVersionTooLarge', message: 'Too large resource version' }],
     retryAfterSeconds: 1,
   })
+}
+
+const inconsistentContinue =
+  'The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.'
+
+/** etcd3 store's handleCompactedErrorForPaging: 410 Expired carrying a token for the rest at the latest revision (rv -1). */
+function continueExpired(start: string): ApiError {
+  const status = failure(410, inconsistentContinue, 'Expired')
+  ;(status.metadata as Record<string, string>).continue = encodeContinue(-1, start)
+  return new ApiError(status)
 }
 
 export function parseRV(value: string): number {
@@ -273,21 +284,16 @@ export class Cluster {
     let start = ''
     let limit = opts.limit && opts.limit > 0 ? opts.limit : 0
     if (opts.continue) {
-      if (opts.resourceVersion) throw badRequest('specifying resource version is not allowed when using continue')
+      if (opts.resourceVersion && opts.resourceVersion !== '0') throw badRequest('specifying resource version is not allowed when using continue')
       const token = decodeContinue(opts.continue)
-      if (token.rv < this.store.compactedRV()) {
-        throw ApiError.of(
-          410,
-          'The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.',
-          'Expired',
-        )
-      }
-      atRV = Math.min(token.rv, current)
+      // etcd has compacted the token's revision: the apiserver offers the rest of the list at the
+      // latest revision instead (inconsistent), from the same key
+      if (token.rv > 0 && token.rv < this.store.compactedRV()) throw continueExpired(token.start)
+      atRV = token.rv > 0 ? Math.min(token.rv, current) : current
       start = token.start
     } else if (opts.resourceVersion) {
       const rv = parseRV(opts.resourceVersion)
       if (opts.resourceVersionMatch === 'Exact') {
-        if (rv === 0) throw badRequest('resourceVersionMatch "Exact" is forbidden for resourceVersion "0"')
         if (rv > current) throw tooLarge(rv, current)
         if (rv < this.store.compactedRV()) throw new ApiError(failure(410, 'The resourceVersion for the provided list is too old.', 'Expired'))
         atRV = rv
@@ -295,8 +301,6 @@ export class Cluster {
         if (rv > current) throw tooLarge(rv, current)
         if (rv === 0) limit = 0 // served from the watch cache, which ignores limit
       }
-    } else if (opts.resourceVersionMatch) {
-      throw badRequest('resourceVersionMatch is forbidden unless resourceVersion is provided')
     }
     const prefix = entry.namespaced && opts.namespace ? `${opts.namespace}/` : ''
     const all = this.store.snapshot(entry.storageKey, atRV).filter(([k]) => k.startsWith(prefix))

@@ -10,9 +10,8 @@ import { failure, type Status } from '../../lib/status.ts'
 import { parseFieldSelector, parseLabelSelector, type FieldSelector, type LabelSelector } from '../../lib/selectors.ts'
 import type { Identity } from './auth.ts'
 import type { Cluster, PatchType } from './cluster.ts'
-import type { ResourceEntry } from './resources.ts'
 import { ApiError, badRequest, noSuchResource } from './errors.ts'
-import { decodeProtobufBody, sendOutput, sendProtobufStatus } from './protobuf.ts'
+import { listQuery } from './listoptions.ts'
 import { negotiate, notAcceptableMessage, renderList, renderObject, type Output } from './render.ts'
 import { WatchStream } from './watch.ts'
 
@@ -24,7 +23,7 @@ export function baseHeaders(): Record<string, string> {
   return { 'Audit-Id': randomUUID(), 'Cache-Control': 'no-cache, private' }
 }
 
-export function acceptsGzip(req: IncomingMessage): boolean {
+function acceptsGzip(req: IncomingMessage): boolean {
   const ae = req.headers['accept-encoding']
   if (!ae) return false
   return String(ae)
@@ -51,7 +50,7 @@ export function sendJSON(req: IncomingMessage, res: ServerResponse, code: number
 }
 
 export function sendStatus(req: IncomingMessage, res: ServerResponse, status: Status): void {
-  if (!sendProtobufStatus(req, res, status)) sendJSON(req, res, status.code, status)
+  sendJSON(req, res, status.code, status)
 }
 
 export function readBody(req: IncomingMessage): Promise<Buffer> {
@@ -81,10 +80,9 @@ function parseJSON(buf: Buffer): any {
   }
 }
 
-/** A create/update body: JSON (or YAML), or protobuf for the kinds the typed codec knows (else 415). */
-function parseBody(req: IncomingMessage, buf: Buffer, entry: ResourceEntry): any {
+/** A create/update body: JSON (or YAML); protobuf bodies are not understood (415). */
+function parseBody(req: IncomingMessage, buf: Buffer): any {
   const type = String(req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase()
-  if (type === 'application/vnd.kubernetes.protobuf') return decodeProtobufBody(entry, buf)
   if (type === 'application/yaml') {
     try {
       return parseYaml(buf.toString('utf8'))
@@ -126,6 +124,8 @@ export interface HandlerContext {
   cluster: Cluster
   user: Identity
   bookmarkIntervalMs: number
+  /** serve sendInitialEvents (kube-apiserver >= 1.27 with the WatchList gate), else v1.24's rules */
+  watchList: boolean
   watches: Set<WatchStream>
 }
 
@@ -145,32 +145,31 @@ export async function handleResource(ctx: HandlerContext, req: IncomingMessage, 
   }
   const accept = req.headers.accept
   const want = (target: 'object' | 'list' | 'watch'): Output => {
-    const output = negotiate(accept, target, info.query.get('includeObject'), entry)
+    const output = negotiate(accept, target, info.query.get('includeObject'))
     if (!output) throw ApiError.of(406, notAcceptableMessage, 'NotAcceptable')
     return output
   }
   const dryRun = info.query.getAll('dryRun').includes('All')
-  const one = (code: number, obj: any) => {
-    const output = want('object')
-    sendOutput(req, res, code, renderObject(entry, obj, output), output)
-  }
+  const one = (code: number, obj: any) => sendJSON(req, res, code, renderObject(entry, obj, want('object')))
 
   switch (info.verb) {
     case 'get':
       return one(200, cluster.mustGet(entry, namespace, name))
     case 'list': {
+      const q = listQuery(info, ctx.watchList)
       const output = want('list')
       const result = cluster.list(entry, {
         namespace,
         ...selectors(info),
         limit: nonNegativeInt(info.query.get('limit'), 'limit'),
-        continue: info.query.get('continue') ?? undefined,
-        resourceVersion: info.resourceVersion || undefined,
-        resourceVersionMatch: info.query.get('resourceVersionMatch') ?? undefined,
+        continue: q.continue || undefined,
+        resourceVersion: q.resourceVersion || undefined,
+        resourceVersionMatch: q.resourceVersionMatch || undefined,
       })
-      return sendOutput(req, res, 200, renderList(entry, result, output), output)
+      return sendJSON(req, res, 200, renderList(entry, result, output))
     }
     case 'watch': {
+      const q = listQuery(info, ctx.watchList)
       const output = want('watch')
       const sel = selectors(info)
       const watch = new WatchStream(
@@ -181,8 +180,9 @@ export async function handleResource(ctx: HandlerContext, req: IncomingMessage, 
           namespace,
           name,
           ...sel,
-          resourceVersion: info.resourceVersion,
-          allowBookmarks: info.query.get('allowWatchBookmarks') === 'true',
+          resourceVersion: q.resourceVersion,
+          sendInitialEvents: q.sendInitialEvents,
+          allowBookmarks: q.allowWatchBookmarks,
           bookmarkIntervalMs: ctx.bookmarkIntervalMs,
           timeoutSeconds: nonNegativeInt(info.query.get('timeoutSeconds'), 'timeoutSeconds'),
           output,
@@ -195,11 +195,11 @@ export async function handleResource(ctx: HandlerContext, req: IncomingMessage, 
     }
     case 'create': {
       if (name || sub) throw ApiError.of(405, `the server does not allow this method on the requested resource`, 'MethodNotAllowed', {})
-      const body = parseBody(req, await readBody(req), entry)
+      const body = parseBody(req, await readBody(req))
       return one(201, cluster.create(entry, body, { namespace, dryRun, user: ctx.user }))
     }
     case 'update': {
-      const body = parseBody(req, await readBody(req), entry)
+      const body = parseBody(req, await readBody(req))
       return one(200, cluster.update(entry, body, { namespace, name, subresource: sub, dryRun }))
     }
     case 'patch': {
@@ -238,7 +238,7 @@ export async function handleResource(ctx: HandlerContext, req: IncomingMessage, 
     case 'deletecollection': {
       const output = want('list')
       const items = cluster.deleteCollection(entry, { namespace, ...selectors(info) })
-      return sendOutput(req, res, 200, renderList(entry, { items, resourceVersion: String(cluster.store.currentRV()) }, output), output)
+      return sendJSON(req, res, 200, renderList(entry, { items, resourceVersion: String(cluster.store.currentRV()) }, output))
     }
     default:
       throw ApiError.of(405, 'the server does not allow this method on the requested resource', 'MethodNotAllowed', {})

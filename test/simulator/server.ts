@@ -40,6 +40,8 @@ export interface SimulatorOptions {
   signerCa?: CertificateAndKey
   /** approve CSRs on creation (all, or those the function accepts), like kube-controller-manager's csrapproving */
   autoApproveCsr?: AutoApprove
+  /** serve WatchList (sendInitialEvents), as kube-apiserver >= 1.32 does by default (default true); false: v1.24's 422 for it */
+  watchList?: boolean
 }
 
 export type Fault = 'none' | 'refuse' | 'hang' | 'reset'
@@ -321,7 +323,8 @@ export class ApiServerSimulator {
     const user = this.authorize(req, info.path)
     if (!user) throw new ApiError(failure(401, 'Unauthorized', 'Unauthorized'))
     if (info.isResourceRequest) {
-      return handleResource({ cluster: this.cluster, user, bookmarkIntervalMs: this.options.bookmarkIntervalMs ?? 5000, watches: this.watches }, req, res, info)
+      const bookmarkIntervalMs = this.options.bookmarkIntervalMs ?? 5000
+      return handleResource({ cluster: this.cluster, user, bookmarkIntervalMs, watchList: this.options.watchList ?? true, watches: this.watches }, req, res, info)
     }
 
     const path = info.path.replace(/\/+$/, '') || '/'

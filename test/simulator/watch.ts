@@ -2,13 +2,14 @@
 // Starts with synthetic ADDED events (resourceVersion unset or "0") or replays the window after
 // resourceVersion N (ERROR 410 Expired when N is compacted), then follows live writes. Selectors
 // behave like the apiserver's watch cache: an object that stops matching is sent as DELETED, one
-// that starts matching as ADDED.
+// that starts matching as ADDED. WatchList (sendInitialEvents=true) sends the current state whatever
+// the resourceVersion, then the BOOKMARK annotated k8s.io/initial-events-end that ends it.
 
 import type { ServerResponse } from 'node:http'
 import { failure } from '../../lib/status.ts'
 import type { FieldSelector, LabelSelector } from '../../lib/selectors.ts'
-import { matches, parseRV, type Cluster } from './cluster.ts'
-import { watchContentType, watchEventBytes } from './protobuf.ts'
+import { matches, parseRV, tooLarge, type Cluster } from './cluster.ts'
+import { sortKeys } from './objects.ts'
 import { bookmarkObject, renderObject, type Output } from './render.ts'
 import type { ResourceEntry } from './resources.ts'
 import type { StoreEvent } from './store.ts'
@@ -21,6 +22,8 @@ export interface WatchParams {
   fieldSelector?: FieldSelector
   /** '' or '0': start with the current state; otherwise replay after it */
   resourceVersion: string
+  /** true: the current state (resourceVersion is only a lower bound); false: no initial state, even for '' and '0' */
+  sendInitialEvents?: boolean
   allowBookmarks: boolean
   bookmarkIntervalMs: number
   timeoutSeconds?: number
@@ -44,21 +47,29 @@ export class WatchStream {
   ) {
     const rv = params.resourceVersion
     this.startRV = rv === '' || rv === '0' ? undefined : parseRV(rv)
+    const current = cluster.store.currentRV()
+    // NotOlderThan a resourceVersion the store has not reached: the watch cache waits 3 s for it, then gives up
+    if (params.sendInitialEvents && this.startRV !== undefined && this.startRV > current) throw tooLarge(this.startRV, current)
   }
 
   start(headers: Record<string, string>): void {
     const { res, params, cluster } = this
     res.on('close', () => this.cleanup())
     res.on('error', () => this.cleanup())
-    res.writeHead(200, { ...headers, 'Content-Type': watchContentType(params.output), 'Transfer-Encoding': 'chunked' })
+    res.writeHead(200, { ...headers, 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' })
     res.flushHeaders()
     const store = cluster.store
-    if (this.startRV === undefined) {
+    const fromState = params.sendInitialEvents ?? this.startRV === undefined
+    if (fromState || this.startRV === undefined) {
       this.lastRV = store.currentRV()
-      for (const [, obj] of store.snapshot(params.entry.storageKey)) {
-        const converted = cluster.registry.convertFromStorage(params.entry, obj)
-        if (this.matches(converted)) this.send('ADDED', converted)
+      if (fromState) {
+        for (const [, obj] of store.snapshot(params.entry.storageKey)) {
+          const converted = cluster.registry.convertFromStorage(params.entry, obj)
+          if (this.matches(converted)) this.send('ADDED', converted)
+        }
       }
+      // like the cacher's isListWatchRequest: the end of the state is marked only for bookmark-aware clients
+      if (params.sendInitialEvents && params.allowBookmarks) this.bookmark(true)
     } else {
       const events = store.eventsAfter(this.startRV)
       if (events === 'expired') {
@@ -109,14 +120,21 @@ export class WatchStream {
     this.write({ type, object: renderObject(this.params.entry, obj, this.params.output) })
   }
 
-  private bookmark(): void {
+  private bookmark(initialEventsEnd = false): void {
+    const { entry, output } = this.params
     const rv = String(Math.max(this.lastRV, this.cluster.store.currentRV()))
-    this.write({ type: 'BOOKMARK', object: bookmarkObject(this.params.entry, rv, this.params.output) })
+    let object = bookmarkObject(entry, rv, output)
+    // storage.AnnotateInitialEventsEndBookmark; a Table's metadata is a ListMeta, with no annotations
+    if (initialEventsEnd && output.kind !== 'table') {
+      const metadata = { ...object.metadata, annotations: { 'k8s.io/initial-events-end': 'true' } }
+      object = { ...object, metadata: entry.custom && output.kind === 'json' ? sortKeys(metadata) : metadata }
+    }
+    this.write({ type: 'BOOKMARK', object })
   }
 
   private write(event: unknown): void {
     if (this.closed || this.res.destroyed || this.res.writableEnded) return
-    this.res.write(watchEventBytes(event, this.params.output))
+    this.res.write(JSON.stringify(event) + '\n')
   }
 
   /** End the stream cleanly (timeoutSeconds, server close). */
