@@ -10,8 +10,10 @@ import { failure, type Status } from '../../lib/status.ts'
 import { parseFieldSelector, parseLabelSelector, type FieldSelector, type LabelSelector } from '../../lib/selectors.ts'
 import type { Identity } from './auth.ts'
 import type { Cluster, PatchType } from './cluster.ts'
+import type { ResourceEntry } from './resources.ts'
 import { ApiError, badRequest, noSuchResource } from './errors.ts'
 import { listQuery } from './listoptions.ts'
+import { decodeProtobufBody, sendOutput, sendProtobufStatus } from './protobuf.ts'
 import { negotiate, notAcceptableMessage, renderList, renderObject, type Output } from './render.ts'
 import { WatchStream } from './watch.ts'
 
@@ -23,7 +25,7 @@ export function baseHeaders(): Record<string, string> {
   return { 'Audit-Id': randomUUID(), 'Cache-Control': 'no-cache, private' }
 }
 
-function acceptsGzip(req: IncomingMessage): boolean {
+export function acceptsGzip(req: IncomingMessage): boolean {
   const ae = req.headers['accept-encoding']
   if (!ae) return false
   return String(ae)
@@ -50,7 +52,7 @@ export function sendJSON(req: IncomingMessage, res: ServerResponse, code: number
 }
 
 export function sendStatus(req: IncomingMessage, res: ServerResponse, status: Status): void {
-  sendJSON(req, res, status.code, status)
+  if (!sendProtobufStatus(req, res, status)) sendJSON(req, res, status.code, status)
 }
 
 export function readBody(req: IncomingMessage): Promise<Buffer> {
@@ -80,9 +82,10 @@ function parseJSON(buf: Buffer): any {
   }
 }
 
-/** A create/update body: JSON (or YAML); protobuf bodies are not understood (415). */
-function parseBody(req: IncomingMessage, buf: Buffer): any {
+/** A create/update body: JSON (or YAML), or protobuf for the kinds the typed codec knows (else 415). */
+function parseBody(req: IncomingMessage, buf: Buffer, entry: ResourceEntry): any {
   const type = String(req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase()
+  if (type === 'application/vnd.kubernetes.protobuf') return decodeProtobufBody(entry, buf)
   if (type === 'application/yaml') {
     try {
       return parseYaml(buf.toString('utf8'))
@@ -145,12 +148,15 @@ export async function handleResource(ctx: HandlerContext, req: IncomingMessage, 
   }
   const accept = req.headers.accept
   const want = (target: 'object' | 'list' | 'watch'): Output => {
-    const output = negotiate(accept, target, info.query.get('includeObject'))
+    const output = negotiate(accept, target, info.query.get('includeObject'), entry)
     if (!output) throw ApiError.of(406, notAcceptableMessage, 'NotAcceptable')
     return output
   }
   const dryRun = info.query.getAll('dryRun').includes('All')
-  const one = (code: number, obj: any) => sendJSON(req, res, code, renderObject(entry, obj, want('object')))
+  const one = (code: number, obj: any) => {
+    const output = want('object')
+    sendOutput(req, res, code, renderObject(entry, obj, output), output)
+  }
 
   switch (info.verb) {
     case 'get':
@@ -166,7 +172,7 @@ export async function handleResource(ctx: HandlerContext, req: IncomingMessage, 
         resourceVersion: q.resourceVersion || undefined,
         resourceVersionMatch: q.resourceVersionMatch || undefined,
       })
-      return sendJSON(req, res, 200, renderList(entry, result, output))
+      return sendOutput(req, res, 200, renderList(entry, result, output), output)
     }
     case 'watch': {
       const q = listQuery(info, ctx.watchList)
@@ -195,11 +201,11 @@ export async function handleResource(ctx: HandlerContext, req: IncomingMessage, 
     }
     case 'create': {
       if (name || sub) throw ApiError.of(405, `the server does not allow this method on the requested resource`, 'MethodNotAllowed', {})
-      const body = parseBody(req, await readBody(req))
+      const body = parseBody(req, await readBody(req), entry)
       return one(201, cluster.create(entry, body, { namespace, dryRun, user: ctx.user }))
     }
     case 'update': {
-      const body = parseBody(req, await readBody(req))
+      const body = parseBody(req, await readBody(req), entry)
       return one(200, cluster.update(entry, body, { namespace, name, subresource: sub, dryRun }))
     }
     case 'patch': {
@@ -238,7 +244,7 @@ export async function handleResource(ctx: HandlerContext, req: IncomingMessage, 
     case 'deletecollection': {
       const output = want('list')
       const items = cluster.deleteCollection(entry, { namespace, ...selectors(info) })
-      return sendJSON(req, res, 200, renderList(entry, { items, resourceVersion: String(cluster.store.currentRV()) }, output))
+      return sendOutput(req, res, 200, renderList(entry, { items, resourceVersion: String(cluster.store.currentRV()) }, output), output)
     }
     default:
       throw ApiError.of(405, 'the server does not allow this method on the requested resource', 'MethodNotAllowed', {})

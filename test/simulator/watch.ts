@@ -10,6 +10,7 @@ import { failure } from '../../lib/status.ts'
 import type { FieldSelector, LabelSelector } from '../../lib/selectors.ts'
 import { matches, parseRV, tooLarge, type Cluster } from './cluster.ts'
 import { sortKeys } from './objects.ts'
+import { watchContentType, watchEventBytes } from './protobuf.ts'
 import { bookmarkObject, renderObject, type Output } from './render.ts'
 import type { ResourceEntry } from './resources.ts'
 import type { StoreEvent } from './store.ts'
@@ -56,7 +57,7 @@ export class WatchStream {
     const { res, params, cluster } = this
     res.on('close', () => this.cleanup())
     res.on('error', () => this.cleanup())
-    res.writeHead(200, { ...headers, 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' })
+    res.writeHead(200, { ...headers, 'Content-Type': watchContentType(params.output), 'Transfer-Encoding': 'chunked' })
     res.flushHeaders()
     const store = cluster.store
     const fromState = params.sendInitialEvents ?? this.startRV === undefined
@@ -134,7 +135,7 @@ export class WatchStream {
 
   private write(event: unknown): void {
     if (this.closed || this.res.destroyed || this.res.writableEnded) return
-    this.res.write(JSON.stringify(event) + '\n')
+    this.res.write(watchEventBytes(event, this.params.output))
   }
 
   /** End the stream cleanly (timeoutSeconds, server close). */
