@@ -1,11 +1,16 @@
-// The apiserver behaviour the hub's failure tests lean on: an event window expired on command (410
-// for watches, exact lists and continue tokens, with the apiserver's inconsistent-continue token),
-// and WatchList (sendInitialEvents) with its validation.
+// The simulator's faults and the apiserver behaviour the hub's failure tests lean on: a blackholed
+// link (half-open connections), an event window expired on command (410 for watches, exact lists
+// and continue tokens, with the apiserver's inconsistent-continue token), and WatchList
+// (sendInitialEvents) with its validation.
 
 import t from 'tap'
+import http from 'node:http'
+import net from 'node:net'
+import tls from 'node:tls'
 import { readFileSync } from 'node:fs'
 import { ApiServerSimulator, type SimulatorOptions } from './simulator/index.ts'
 import { request, watch } from './simulator/testclient.ts'
+import { createTestPki } from './helpers/pki.ts'
 
 const fixtures = new URL('./fixtures/apiserver-v1.24/', import.meta.url)
 const fixtureText = (name: string) => readFileSync(new URL(name, fixtures), 'utf8')
@@ -23,8 +28,126 @@ async function sim(t: { teardown(fn: () => unknown): void }, options: SimulatorO
   return s
 }
 
+async function waitFor(cond: () => boolean, timeoutMs = 5000): Promise<void> {
+  const t0 = Date.now()
+  while (!cond()) {
+    if (Date.now() - t0 > timeoutMs) throw new Error('condition not met in time')
+    await new Promise(r => setTimeout(r, 5))
+  }
+}
+
+/** A raw TCP client that records what it receives and how it ends. */
+function rawClient(port: number) {
+  const sock = net.connect(port, '127.0.0.1')
+  const state = { received: '', error: undefined as string | undefined, closed: false }
+  sock.on('data', d => (state.received += d.toString('latin1')))
+  sock.on('error', (err: NodeJS.ErrnoException) => (state.error = err.code))
+  sock.on('close', () => (state.closed = true))
+  const connected = new Promise<void>((resolve, reject) => {
+    sock.once('connect', () => resolve())
+    sock.once('error', reject)
+  })
+  return { sock, state, connected }
+}
+
 const decodeToken = (token: string) => JSON.parse(Buffer.from(token, 'base64url').toString('utf8'))
 
+t.test('blackhole: open connections go silent, new ones are accepted and never answered, then all are reset', async t => {
+  const s = await sim(t, { bookmarkIntervalMs: 30 })
+  const w = await watch(`${s.url}/api/v1/configmaps?watch=true&allowWatchBookmarks=true&resourceVersion=${s.currentResourceVersion()}`)
+  t.equal((await w.next()).type, 'BOOKMARK', 'the watch is alive')
+
+  // a keep-alive connection that has answered once, and an upgraded (SPDY-style) echo
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+  t.teardown(() => agent.destroy())
+  const get = (path: string, timeoutMs = 200) =>
+    new Promise<number>((resolve, reject) => {
+      const req = http.get(`${s.url}${path}`, { agent }, res => {
+        res.resume()
+        res.on('end', () => resolve(res.statusCode ?? 0))
+      })
+      req.setTimeout(timeoutMs, () => req.destroy(Object.assign(new Error('timeout'), { code: 'TIMEOUT' })))
+      req.on('error', reject)
+    })
+  t.equal(await get('/healthz', 5000), 200)
+  const spdy = rawClient(s.port)
+  spdy.sock.write('POST /api/v1/namespaces/default/pods/p/portforward HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n')
+  await waitFor(() => spdy.state.received.includes('\r\n\r\n'))
+  spdy.sock.write('one')
+  await waitFor(() => spdy.state.received.endsWith('one'))
+
+  await s.setFault('blackhole')
+  await new Promise(r => setTimeout(r, 50)) // what was written before it is through
+  while (w.pending() > 0) await w.next()
+  s.create(cm('during'))
+  await t.rejects(w.next(300), /no watch event within/, 'no event, no BOOKMARK')
+  t.equal(w.pending(), 0)
+  spdy.sock.write('two')
+  await t.rejects(get('/healthz'), { code: 'TIMEOUT' }, 'a request on a kept-alive connection is not answered')
+  t.notOk(spdy.state.received.endsWith('two'), 'the upgraded connection does not echo')
+
+  const fresh = rawClient(s.port)
+  await fresh.connected
+  fresh.sock.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')
+  await t.rejects(request(`${s.url}/version`, { timeoutMs: 200 }), { code: 'TIMEOUT' }, 'new connections are never answered')
+  t.equal(fresh.state.received, '', 'accepted at TCP level, nothing written')
+  t.notOk(fresh.state.closed || spdy.state.closed, 'nothing is closed')
+  let watchEnded = false
+  void w.ended.then(() => (watchEnded = true))
+  await new Promise(r => setImmediate(r))
+  t.notOk(watchEnded, 'the silent watch is still open')
+
+  await s.setFault('none')
+  t.equal(await w.ended, 'error', 'the silenced watch is cut')
+  await waitFor(() => fresh.state.closed && spdy.state.closed)
+  t.equal(fresh.state.error, 'ECONNRESET', 'a connection made during the blackhole is reset')
+  t.equal(spdy.state.error, 'ECONNRESET', 'so is one silenced in it')
+  t.equal(fresh.state.received, '')
+  t.equal((await request(`${s.url}/healthz`)).text, 'ok', 'new connections work again')
+  t.equal(s.requests.filter(r => r.url === '/healthz').length, 2, 'the request sent on the kept-alive connection during the blackhole was never read')
+})
+
+t.test('blackhole over TLS: no handshake for a new connection', async t => {
+  const pki = await createTestPki()
+  const s = await sim(t, { tls: { key: pki.server.key, cert: pki.server.cert } })
+  const kept = await watch(`${s.url}/api/v1/configmaps?watch=true&resourceVersion=${s.currentResourceVersion()}`, {}, { ca: pki.ca.cert })
+  await s.setFault('blackhole')
+  s.create(cm('during'))
+  await t.rejects(kept.next(200), /no watch event within/)
+  const sock = tls.connect({ port: s.port, host: '127.0.0.1', ca: pki.ca.cert, servername: 'localhost' })
+  let secure = false
+  let error: string | undefined
+  sock.on('secureConnect', () => (secure = true))
+  sock.on('error', (err: NodeJS.ErrnoException) => (error = err.code))
+  await waitFor(() => s.openConnections() >= 2)
+  await new Promise(r => setTimeout(r, 200))
+  t.notOk(secure, 'the TLS handshake is never answered')
+  await s.setFault('none')
+  await waitFor(() => sock.destroyed)
+  t.notOk(secure)
+  t.match(error, /ECONNRESET|ECONNABORTED/, 'reset when the blackhole ends')
+  t.equal(await kept.ended, 'error')
+  t.equal((await request(`${s.url}/healthz`, { tls: { ca: pki.ca.cert } })).status, 200)
+})
+
+t.test('blackhole from refuse and hang, and to the other faults', async t => {
+  const s = await sim(t)
+  await s.setFault('refuse')
+  await s.setFault('blackhole')
+  const c = rawClient(s.port)
+  await c.connected
+  t.pass('a blackhole after refuse accepts connections again')
+  await s.setFault('hang')
+  await waitFor(() => c.state.closed)
+  t.equal(c.state.error, 'ECONNRESET', 'leaving the blackhole for another fault resets what it held')
+
+  const pending = request(`${s.url}/version`, { timeoutMs: 2000 })
+  await waitFor(() => s.requests.filter(r => r.url === '/version').length === 1)
+  await s.setFault('blackhole')
+  await s.setFault('none')
+  await t.rejects(pending, { code: /ECONNRESET|EPIPE/ }, 'a request held by hang is not answered through a blackhole')
+  t.equal((await request(`${s.url}/healthz`)).status, 200)
+})
 
 t.test('compact(): watches and exact lists from before it are 410, as recorded', async t => {
   const s = await sim(t)

@@ -1,12 +1,13 @@
 // ApiServerSimulator: the stand-in for kube-apiserver used by the hub's integration tests and the
-// demo. Plain node:http / node:https on 127.0.0.1, faults on command (refuse, hang, reset), a
-// request log, WebSocket and SPDY-style upgrades echoed back, CSRs approved and signed.
+// demo. Plain node:http / node:https on 127.0.0.1, faults on command (refuse, hang, reset,
+// blackhole), a request log, WebSocket and SPDY-style upgrades echoed back, CSRs approved and signed.
 
 import { once } from 'node:events'
 import http, { type IncomingMessage, type ServerResponse } from 'node:http'
 import https from 'node:https'
 import type { Duplex } from 'node:stream'
 import type { Socket } from 'node:net'
+import type { TLSSocket } from 'node:tls'
 import { parseAllDocuments } from 'yaml'
 import { WebSocketServer } from 'ws'
 import { clockSkewAllowanceMs, createCertificateAuthority, type CertificateAndKey } from '../../certs/authority.ts'
@@ -17,12 +18,14 @@ import { Cluster } from './cluster.ts'
 import { csrStrategy } from './csr.ts'
 import { discovery, versionInfo } from './discovery.ts'
 import { ApiError, noSuchResource } from './errors.ts'
+import { Blackhole, gateConnections, resetSocket, type Fault } from './faults.ts'
 import { errorStatus, handleResource, sendJSON, sendStatus, baseHeaders } from './handlers.ts'
 import { openapiDocument, openapiIndex } from './openapi.ts'
 import { negotiate, notAcceptableMessage } from './render.ts'
 import { ResourceRegistry, type ResourceEntry, type ResourceType } from './resources.ts'
 import { CsrController, type AutoApprove } from './signer.ts'
 import { Store } from './store.ts'
+import { echoUpgrade } from './upgrade.ts'
 import type { WatchStream } from './watch.ts'
 
 export interface SimulatorOptions {
@@ -44,7 +47,7 @@ export interface SimulatorOptions {
   watchList?: boolean
 }
 
-export type Fault = 'none' | 'refuse' | 'hang' | 'reset'
+export type { Fault }
 
 export interface LoggedRequest {
   method: string
@@ -73,6 +76,9 @@ export class ApiServerSimulator {
   private readonly server: http.Server
   private readonly wss = new WebSocketServer({ noServer: true })
   private readonly sockets = new Set<Socket>()
+  /** https: the TLS sockets over `sockets`, where the HTTP server reads, writes and times out */
+  private readonly tlsSockets = new Set<TLSSocket>()
+  private readonly blackhole = new Blackhole()
   private readonly watches = new Set<WatchStream>()
   private hung: { req: IncomingMessage; res: ServerResponse }[] = []
   private fault: Fault = 'none'
@@ -96,7 +102,11 @@ export class ApiServerSimulator {
     this.server = tls
       ? https.createServer({ key: tls.key, cert: tls.cert, ca: tls.ca, requestCert: !!tls.requestCert, rejectUnauthorized: false }, handler)
       : http.createServer(handler)
-    this.server.on('connection', (socket: Socket) => this.onConnection(socket))
+    gateConnections(this.server, socket => this.admit(socket))
+    this.server.on('secureConnection', (socket: TLSSocket) => {
+      this.tlsSockets.add(socket)
+      socket.on('close', () => this.tlsSockets.delete(socket))
+    })
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.onUpgrade(req, socket, head))
     this.server.on('clientError', (_err: Error, socket: Duplex) => {
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n')
@@ -231,6 +241,7 @@ export class ApiServerSimulator {
     if (this.closed) return
     const previous = this.fault
     this.fault = fault
+    if (previous === 'blackhole' && fault !== 'blackhole') this.blackhole.end()
     if (fault === 'refuse') {
       if (this.listening) {
         this.listening = false
@@ -243,6 +254,11 @@ export class ApiServerSimulator {
     }
     if (!this.listening) await this.listen(this.boundPort)
     if (fault === 'reset') this.destroyAll()
+    if (fault === 'blackhole') {
+      this.hung = [] // held, never answered: reset with their sockets when the blackhole ends
+      for (const w of this.watches) w.silence()
+      for (const socket of [...this.sockets, ...this.tlsSockets]) this.blackhole.hold(socket)
+    }
     if (previous === 'hang' && fault !== 'hang') {
       const pending = this.hung
       this.hung = []
@@ -275,15 +291,18 @@ export class ApiServerSimulator {
     for (const s of [...this.sockets]) s.destroy()
   }
 
-  private onConnection(socket: Socket): void {
+  /** Whether the HTTP(S) server gets a new connection: not when reset, nor in a blackhole (accepted, never answered). */
+  private admit(socket: Socket): boolean {
     socket.on('error', noop)
     if (this.fault === 'reset' || this.closed) {
-      if (typeof socket.resetAndDestroy === 'function') socket.resetAndDestroy()
-      else socket.destroy()
-      return
+      resetSocket(socket)
+      return false
     }
     this.sockets.add(socket)
     socket.on('close', () => this.sockets.delete(socket))
+    if (this.fault !== 'blackhole') return true
+    this.blackhole.hold(socket)
+    return false
   }
 
   // --- requests -----------------------------------------------------------------------------
@@ -297,6 +316,7 @@ export class ApiServerSimulator {
     this.log(req)
     req.on('error', noop)
     res.on('error', noop)
+    if (this.fault === 'blackhole') return // read just before its connection was held: never answered
     if (this.fault === 'hang') {
       this.hung.push({ req, res })
       return
@@ -355,27 +375,13 @@ export class ApiServerSimulator {
   private onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     this.log(req)
     socket.on('error', noop)
+    if (this.fault === 'blackhole') return this.blackhole.hold(socket)
     if (this.fault === 'hang') return
     if (!this.authorize(req, new URL(req.url ?? '/', 'http://simulator').pathname)) {
       const body = JSON.stringify(failure(401, 'Unauthorized', 'Unauthorized'))
       socket.end(`HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
       return
     }
-    const upgrade = String(req.headers.upgrade ?? '')
-    if (upgrade.toLowerCase() === 'websocket') {
-      this.wss.handleUpgrade(req, socket, head, ws => {
-        ws.on('error', noop)
-        ws.on('message', (data, isBinary) => ws.send(data, { binary: isBinary }))
-      })
-      return
-    }
-    const lines = ['HTTP/1.1 101 Switching Protocols', 'Connection: Upgrade', `Upgrade: ${upgrade}`]
-    const proto = req.headers['x-stream-protocol-version']
-    const first = (Array.isArray(proto) ? proto[0] : proto)?.split(',')[0].trim()
-    if (first) lines.push(`X-Stream-Protocol-Version: ${first}`)
-    socket.write(lines.join('\r\n') + '\r\n\r\n')
-    if (head.length > 0) socket.write(head)
-    socket.on('data', (chunk: Buffer) => socket.write(chunk))
-    socket.on('end', () => socket.end())
+    echoUpgrade(this.wss, req, socket, head, () => this.fault === 'blackhole')
   }
 }

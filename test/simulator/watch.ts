@@ -37,6 +37,8 @@ export class WatchStream {
   private timeoutTimer: NodeJS.Timeout | undefined
   private lastRV = 0
   private closed = false
+  /** blackholed: nothing more is written, the socket is left open */
+  private silenced = false
   private readonly startRV: number | undefined
 
   /** Validates the parameters (throws ApiError before anything is written). */
@@ -134,14 +136,22 @@ export class WatchStream {
   }
 
   private write(event: unknown): void {
-    if (this.closed || this.res.destroyed || this.res.writableEnded) return
+    if (this.closed || this.silenced || this.res.destroyed || this.res.writableEnded) return
     this.res.write(watchEventBytes(event, this.params.output))
   }
 
   /** End the stream cleanly (timeoutSeconds, server close). */
   end(): void {
-    if (!this.res.writableEnded && !this.res.destroyed) this.res.end()
+    if (!this.silenced && !this.res.writableEnded && !this.res.destroyed) this.res.end()
     this.cleanup()
+  }
+
+  /** Write nothing more, not even the end of the stream, and leave the socket open: a blackholed link. */
+  silence(): void {
+    this.silenced = true
+    this.unsubscribe?.()
+    clearInterval(this.bookmarkTimer)
+    clearTimeout(this.timeoutTimer)
   }
 
   /** Cut the connection mid-stream, as a dropped upstream would. */
