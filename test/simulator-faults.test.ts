@@ -1,7 +1,7 @@
 // The simulator's faults and the apiserver behaviour the hub's failure tests lean on: a blackholed
 // link (half-open connections), an event window expired on command (410 for watches, exact lists
-// and continue tokens, with the apiserver's inconsistent-continue token), and WatchList
-// (sendInitialEvents) with its validation.
+// and continue tokens, with the apiserver's inconsistent-continue token), WatchList
+// (sendInitialEvents) with its validation, and the request log's counts.
 
 import t from 'tap'
 import http from 'node:http'
@@ -104,7 +104,7 @@ t.test('blackhole: open connections go silent, new ones are accepted and never a
   t.equal(spdy.state.error, 'ECONNRESET', 'so is one silenced in it')
   t.equal(fresh.state.received, '')
   t.equal((await request(`${s.url}/healthz`)).text, 'ok', 'new connections work again')
-  t.equal(s.requests.filter(r => r.url === '/healthz').length, 2, 'the request sent on the kept-alive connection during the blackhole was never read')
+  t.equal(s.countRequests({ path: '/healthz' }), 2, 'the request sent on the kept-alive connection during the blackhole was never read')
 })
 
 t.test('blackhole over TLS: no handshake for a new connection', async t => {
@@ -142,7 +142,7 @@ t.test('blackhole from refuse and hang, and to the other faults', async t => {
   t.equal(c.state.error, 'ECONNRESET', 'leaving the blackhole for another fault resets what it held')
 
   const pending = request(`${s.url}/version`, { timeoutMs: 2000 })
-  await waitFor(() => s.requests.filter(r => r.url === '/version').length === 1)
+  await waitFor(() => s.countRequests({ path: '/version' }) === 1)
   await s.setFault('blackhole')
   await s.setFault('none')
   await t.rejects(pending, { code: /ECONNRESET|EPIPE/ }, 'a request held by hang is not answered through a blackhole')
@@ -356,4 +356,22 @@ t.test('list and watch options are validated as the apiserver does: 422 Invalid 
     'ListOptions.meta.k8s.io "" is invalid: [resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch, resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided]',
   )
   t.equal((await request(`${v124.url}/api/v1/configmaps?sendInitialEvents=true`)).status, 200, 'and ignores sendInitialEvents, a parameter it does not know')
+})
+
+t.test('the request log: verb, path and query of each request, and countRequests', async t => {
+  const s = await sim(t)
+  const table = 'application/json;as=Table;g=meta.k8s.io;v=v1'
+  await request(`${s.url}/api/v1/namespaces/default/configmaps?limit=5`)
+  const w1 = await watch(`${s.url}/api/v1/pods?watch=true&fieldSelector=spec.nodeName%3Dn1&resourceVersion=0`)
+  const w2 = await watch(`${s.url}/api/v1/pods?watch=true&fieldSelector=spec.nodeName%3Dn2`, { Accept: table })
+  const w3 = await watch(`${s.url}/api/v1/namespaces/default/configmaps?watch=1`)
+  t.teardown(() => [w1, w2, w3].forEach(w => w.close()))
+  t.match(s.requests[0], { method: 'GET', path: '/api/v1/namespaces/default/configmaps', query: { limit: '5' }, verb: 'list', watch: false })
+  t.match(s.requests[1], { path: '/api/v1/pods', query: { watch: 'true', fieldSelector: 'spec.nodeName=n1', resourceVersion: '0' }, verb: 'watch', watch: true })
+  t.equal(s.countRequests({ watch: true }), 3)
+  t.equal(s.countRequests({ watch: true, path: '/api/v1/pods' }), 2, 'per scope')
+  t.equal(s.countRequests({ watch: true, query: { fieldSelector: 'spec.nodeName=n2' } }), 1, 'per selector')
+  t.equal(s.countRequests(r => r.watch && r.headers.accept === table), 1, 'per format')
+  t.equal(s.countRequests({ verb: 'list' }), 1)
+  t.equal(s.countRequests(), s.requests.length)
 })

@@ -25,6 +25,7 @@ import { negotiate, notAcceptableMessage } from './render.ts'
 import { ResourceRegistry, type ResourceEntry, type ResourceType } from './resources.ts'
 import { CsrController, type AutoApprove } from './signer.ts'
 import { Store } from './store.ts'
+import { countMatching, logEntry, type LoggedRequest, type RequestFilter } from './requestlog.ts'
 import { echoUpgrade } from './upgrade.ts'
 import type { WatchStream } from './watch.ts'
 
@@ -47,15 +48,7 @@ export interface SimulatorOptions {
   watchList?: boolean
 }
 
-export type { Fault }
-
-export interface LoggedRequest {
-  method: string
-  url: string
-  headers: Record<string, string | string[] | undefined>
-  /** who it authenticated as: a client certificate's CN, `token:<first 6 chars>`, `system:anonymous`; undefined when its credentials were refused */
-  user?: string
-}
+export type { Fault, LoggedRequest, RequestFilter }
 
 const noop = () => {}
 const maxLoggedRequests = 10_000
@@ -308,8 +301,13 @@ export class ApiServerSimulator {
   // --- requests -----------------------------------------------------------------------------
 
   private log(req: IncomingMessage): void {
-    this.requests.push({ method: req.method ?? 'GET', url: req.url ?? '/', headers: { ...req.headers }, user: identify(req, this.auth)?.username })
+    this.requests.push(logEntry(req, identify(req, this.auth)?.username))
     if (this.requests.length > maxLoggedRequests) this.requests.splice(0, this.requests.length - maxLoggedRequests)
+  }
+
+  /** How many logged requests (of the last 10000) match: a predicate, or fields to equal (query: parameters to have). */
+  countRequests(filter: RequestFilter | ((r: LoggedRequest) => boolean) = {}): number {
+    return countMatching(this.requests, filter)
   }
 
   private onRequest(req: IncomingMessage, res: ServerResponse): void {
