@@ -30,6 +30,10 @@ export interface AdminOptions {
   nodeName: string
   /** what else the hub waits for (the HTTPS port's certificate), '' when nothing */
   pending?: () => string
+  /** the shared watch caches, for /debug/cache */
+  watchCaches?: { describe(): unknown[] }
+  /** whether a component is served a resource from a shared collection (`shared-json`, `shared-protobuf`) */
+  servedFromShared?(component: string, key: ResourceKey): boolean
 }
 
 const everything = parseScope({ namespace: '', labelSelector: '', fieldSelector: '' })
@@ -90,6 +94,8 @@ export function createAdminServer(options: AdminOptions) {
   admin.get('/debug/cache', async () => ({
     cloud: health.state,
     memory: store.memory,
+    // one upstream list+watch each, shared by every local client of that scope
+    watchCaches: options.watchCaches?.describe() ?? [],
     collections: store
       .all()
       .map(c => ({
@@ -110,18 +116,30 @@ export function createAdminServer(options: AdminOptions) {
   // path segments are checked against the cache's own naming rules; anything unknown is a 404 Status.
   const keyOf = async (component: string, name: string): Promise<{ key: ResourceKey; note?: string } | { error: string }> => {
     if (!validPathComponent(component) || !/^[a-z0-9][-a-z0-9.]*$/i.test(name)) return { error: `no such cache: ${component}/${name}` }
-    const refs = store
-      .all()
-      .filter(c => c.key.component === component && c.key.version !== 'outpost')
-      .map(c => ({ ...c.key, singular: c.kind.toLowerCase() || undefined }))
-    const resolved = resolveResourceName(name, refs, { ...builtinShortNames, ...(await discoveredShortNames(store)) })
-    if ('error' in resolved) return { error: `${component}: ${resolved.error}` }
-    return { key: { component, group: resolved.ref.group, version: resolved.ref.version, resource: resolved.ref.resource }, note: resolved.note }
+    const refsOf = (owned: (key: ResourceKey) => boolean) =>
+      store
+        .all()
+        .filter(c => owned(c.key) && c.key.version !== 'outpost')
+        .map(c => ({ ...c.key, singular: c.kind.toLowerCase() || undefined, component: c.key.component }))
+    const shortNames = { ...builtinShortNames, ...(await discoveredShortNames(store)) }
+    const own = resolveResourceName(name, refsOf(key => key.component === component), shortNames)
+    if (!('error' in own)) return { key: { component, group: own.ref.group, version: own.ref.version, resource: own.ref.resource }, note: own.note }
+    // what a shared watch cache serves the component is kept once for all: show that
+    const shared = refsOf(key => options.servedFromShared?.(component, key) ?? false)
+    const resolved = resolveResourceName(name, shared, shortNames)
+    if ('error' in resolved) {
+      const either = resolveResourceName(name, [...refsOf(key => key.component === component), ...shared], shortNames)
+      return { error: `${component}: ${'error' in either ? either.error : own.error}` }
+    }
+    const ref = resolved.ref as (typeof shared)[number]
+    const note = `${component} is served these from the shared watch cache (${ref.component})${resolved.note ? `; ${resolved.note}` : ''}`
+    return { key: { component: ref.component, group: ref.group, version: ref.version, resource: ref.resource }, note }
   }
-  const filterFor = (key: ResourceKey, filtered: boolean) =>
-    filtered ? options.filters.forRequest(classify('GET', apiPath(key), key.component)) : undefined
-  const shown = (key: ResourceKey, object: CachedObject, filtered: boolean) => {
-    const filter = filterFor(key, filtered)
+  // filtered as the component sees it, whichever collection holds the object
+  const filterFor = (key: ResourceKey, filtered: boolean, component: string) =>
+    filtered ? options.filters.forRequest(classify('GET', apiPath(key), component)) : undefined
+  const shown = (key: ResourceKey, object: CachedObject, filtered: boolean, component: string) => {
+    const filter = filterFor(key, filtered, component)
     return readable(filter ? { ...object, body: filter.object(object.format, object.apiVersion, object.body) } : object)
   }
 
@@ -133,7 +151,9 @@ export function createAdminServer(options: AdminOptions) {
       const { key, note } = found
       const filtered = request.query.filtered === 'true'
       const list = await store.list(key, everything)
-      return { component: key.component, resource: resourceDirName(key), ...(note ? { note } : {}), filtered, items: (list?.items ?? []).map(o => shown(key, o, filtered)) }
+      const component = request.params.component
+      const shared = key.component !== component ? { collection: key.component } : {}
+      return { component, resource: resourceDirName(key), ...shared, ...(note ? { note } : {}), filtered, items: (list?.items ?? []).map(o => shown(key, o, filtered, component)) }
     },
   )
 
@@ -149,7 +169,7 @@ export function createAdminServer(options: AdminOptions) {
       const { key } = found
       const object = await store.get(key, ns, name)
       if (!object) return reply.code(404).send(notFound(key.resource, key.group, name))
-      return shown(key, object, request.query.filtered === 'true')
+      return shown(key, object, request.query.filtered === 'true', component)
     },
   )
 

@@ -22,6 +22,7 @@ import { createMetrics } from './metrics.ts'
 import { TopologySource } from './topology.ts'
 import { FilterRegistry } from '../filters/registry.ts'
 import { FilteredWatches } from './refilter.ts'
+import { WatchCaches } from './watch/registry.ts'
 import type { Metrics } from './metrics.ts'
 
 export interface Hub {
@@ -45,6 +46,8 @@ export interface StartOptions {
   logger?: Logger
   /** BOOKMARK period of watches served from the cache */
   offlineBookmarkIntervalMs?: number
+  /** BOOKMARK period of watches served from a shared watch cache (default a minute, as the apiserver) */
+  cacheBookmarkIntervalMs?: number
   /** how often credential and certificate files are re-read, and pending CSRs polled (tests: fast) */
   timing?: { reloadIntervalMs?: number; csrPollIntervalMs?: number }
 }
@@ -135,9 +138,20 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     },
   })
   const filteredWatches = new FilteredWatches()
+  const watchCaches = new WatchCaches({
+    upstream,
+    store,
+    streams,
+    isOnline: () => checker.state === 'online',
+    log,
+    nodeName: config.nodeName,
+    silenceMs: config.watchSilenceTimeoutMs,
+    observer: metrics,
+  })
+  metrics.observeWatchCaches(() => watchCaches.describe())
   topology.on('change', () => {
-    filters.invalidate()
-    const watches = filteredWatches.refilterAll()
+    filters.invalidate() // first: the re-filters below read the new context
+    const watches = filteredWatches.refilterAll() + watchCaches.refilterAll()
     log.info({ pool: topology.nodePool, watches }, 'topology changed')
   })
 
@@ -153,6 +167,8 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     streams,
     filters,
     filteredWatches,
+    watchCaches,
+    cacheBookmarkIntervalMs: options.cacheBookmarkIntervalMs,
     observer: metrics,
     offlineBookmarkIntervalMs: options.offlineBookmarkIntervalMs ?? 10_000,
     watchSilenceMs: config.watchSilenceTimeoutMs,
@@ -160,7 +176,18 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
   const proxy = createProxyServer(proxyOptions)
   const api: ApiCaller = (method, path, body) => upstream.callJson(method, path, body)
   let secure: SecurePort | undefined
-  const admin = createAdminServer({ log, metrics, store, topology, health, filters, nodeName: config.nodeName, pending: () => secure?.pending() ?? '' })
+  const admin = createAdminServer({
+    log,
+    metrics,
+    store,
+    topology,
+    health,
+    filters,
+    nodeName: config.nodeName,
+    pending: () => secure?.pending() ?? '',
+    watchCaches,
+    servedFromShared: (component, key) => watchCaches.servedFrom(component, key),
+  })
 
   try {
     await health.start()
@@ -191,6 +218,8 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
       checker.stop()
       await topology.stop()
       nodeCredentials.stop()
+      watchCaches.close()
+      streams.endHeldWatches()
       streams.endOfflineWatches()
       streams.endUpstreamWatches()
       // ended watches write their last chunk before the server force-closes connections

@@ -4,6 +4,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { qualifiedResource } from './requestinfo.ts'
 import type { RequestInfo } from './requestinfo.ts'
 import type { Collection } from './cache/store.ts'
+import type { WatchCacheObserver } from './watch/registry.ts'
 import { resourceDirName } from './cache/types.ts'
 
 /** who answered: an apiserver, the cache, or the hub itself (a refusal, a Lease acknowledged offline, a 413) */
@@ -25,7 +26,17 @@ export interface RequestObserver {
   refiltered?(count: number): void
 }
 
-export interface Metrics extends RequestObserver {
+/** What the shared watch caches say of themselves (lib/watch/registry.ts describe()). */
+export interface WatchCacheState {
+  resource: string
+  scope: string
+  format: string
+  watchers: number
+  replayed: number
+  expired: number
+}
+
+export interface Metrics extends RequestObserver, WatchCacheObserver {
   registry: Registry
   cacheLoadErrors: Counter
   cacheLoadedObjects: Gauge
@@ -35,6 +46,8 @@ export interface Metrics extends RequestObserver {
   filteredObjects: Counter
   droppedEndpoints: Counter
   refilterEvents: Counter
+  /** watchers, replayed events and 410s of the shared watch caches, read at each scrape */
+  observeWatchCaches(read: () => WatchCacheState[]): void
   /** cache objects and bytes by component and resource, read from the store at each scrape */
   observeCache(collections: () => Collection[], health?: () => CacheHealth): void
 }
@@ -143,8 +156,34 @@ export function createMetrics(): Metrics {
     collect: perCollection(c => c.bytes()),
   })
 
+  let watchCaches: () => WatchCacheState[] = () => []
+  const perScope = (value: (c: WatchCacheState) => number) =>
+    function (this: Gauge<'resource' | 'scope' | 'format'>) {
+      this.reset()
+      for (const c of watchCaches()) this.inc({ resource: c.resource, scope: c.scope, format: c.format }, value(c))
+    }
+  new Gauge({ name: 'outpost_watch_cache_watchers', help: 'Local watches served by each shared watch cache', labelNames: ['resource', 'scope', 'format'], registers: [registry], collect: perScope(c => c.watchers) })
+  new Gauge({ name: 'outpost_watch_cache_replayed_events', help: 'Events replayed from a watch cache window to watches that resumed from a version', labelNames: ['resource', 'scope', 'format'], registers: [registry], collect: perScope(c => c.replayed) })
+  new Gauge({ name: 'outpost_watch_cache_expired', help: 'Watches told 410 Expired (their version was older than the window)', labelNames: ['resource', 'scope', 'format'], registers: [registry], collect: perScope(c => c.expired) })
+  const upstreamWatches = new Gauge({ name: 'outpost_upstream_watches', help: 'Upstream watches the shared watch caches hold open, by resource and wire format', labelNames: ['resource', 'format'], registers: [registry] })
+  const relists = new Counter({ name: 'outpost_upstream_relists_total', help: 'Lists a shared watch cache made again (after a 410 or an outage), by resource and wire format', labelNames: ['resource', 'format'], registers: [registry] })
+  const received = new Counter({ name: 'outpost_upstream_received_bytes_total', help: 'Bytes the shared watch caches received from the apiserver (lists and watch events)', labelNames: ['resource', 'format'], registers: [registry] })
+
   return {
     registry,
+    observeWatchCaches(read) {
+      watchCaches = read
+    },
+    upstreamWatchOpened(resource, format) {
+      upstreamWatches.inc({ resource, format })
+      return () => upstreamWatches.dec({ resource, format })
+    },
+    relisted(resource, format) {
+      relists.inc({ resource, format })
+    },
+    received(resource, format, bytes) {
+      received.inc({ resource, format }, bytes)
+    },
     cacheLoadErrors: new Counter({
       name: 'outpost_cache_load_errors_total',
       help: 'Cache files that could not be read at start (reported and skipped)',

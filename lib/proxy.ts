@@ -16,6 +16,8 @@ import type { UpstreamResponse } from './upstream.ts'
 import { failure, serviceUnavailable } from './status.ts'
 import { sendStatus, streamBody } from './respond.ts'
 import { streamWatch } from './watch-pipeline.ts'
+import { serveFromCache } from './watch/serve.ts'
+import type { WatchCaches } from './watch/registry.ts'
 import type { WatchStages } from './watch-pipeline.ts'
 import type { Recorder, CachePolicy } from './cache/recorder.ts'
 import { isCachedKind, resourceKeyOf, scopeOf } from './cache/recorder.ts'
@@ -50,6 +52,10 @@ export interface ProxyOptions {
   filteredWatches?: FilteredWatches
   /** an upstream watch with BOOKMARKs that is silent this long is ended (half-open link); 0: never */
   watchSilenceMs?: number
+  /** shared watch caches for what node components list and watch all day */
+  watchCaches?: WatchCaches
+  /** BOOKMARK period of watches served from a watch cache (default: a minute, as the apiserver) */
+  cacheBookmarkIntervalMs?: number
 }
 
 /**
@@ -114,7 +120,26 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
   const actsAsNode = req.headers.authorization === undefined
   const cacheable = actsAsNode && (options.cache?.policy.isCacheable(info) ?? false)
   const document = actsAsNode && options.cache !== undefined && isDiscoveryDocument(info)
-  if (!options.cloud.isOnline()) return answerOffline(info, req, res, body, options, options.cloud.outage(), actsAsNode)
+  const online = options.cloud.isOnline()
+  if (actsAsNode && options.watchCaches?.serves(info)) {
+    const filter = options.filters?.forRequest(info)
+    const served = await serveFromCache(info, req, res, online, {
+      caches: options.watchCaches,
+      filter,
+      bookmarkIntervalMs: options.cacheBookmarkIntervalMs,
+      onRefilterSent: count => options.observer?.refiltered?.(count),
+      watchOpened: end => {
+        options.streams.addHeldWatch(end)
+        const closed = options.observer?.watchOpened(info, 'cache')
+        return () => {
+          options.streams.removeHeldWatch(end)
+          closed?.()
+        }
+      },
+    })
+    if (served) return 'cache'
+  }
+  if (!online) return answerOffline(info, req, res, body, options, options.cloud.outage(), actsAsNode)
 
   let upstreamRes: UpstreamResponse
   try {
@@ -300,13 +325,11 @@ async function answerOffline(
   const cache = options.cache
   if (cache && isDiscoveryDocument(info) && (await serveDocument(cache.recorder.store, info, req.headers.accept, res))) return 'cache'
   if (cache && isCachedKind(info)) {
-    const store = cache.recorder.store
-    const accept = req.headers.accept
-    const filter = options.filters?.forRequest(info)
-    if (info.verb === 'get') await serveGet(store, info, accept, res, filter)
-    else if (info.verb === 'list') await serveList(store, info, accept, res, filter)
+    const read = { store: cache.recorder.store, info, accept: req.headers.accept, res, filter: options.filters?.forRequest(info), reason }
+    if (info.verb === 'get') await serveGet(read)
+    else if (info.verb === 'list') await serveList(read)
     else {
-      const watch = await serveWatch(store, info, accept, res, options.offlineBookmarkIntervalMs, filter)
+      const watch = await serveWatch(read, options.offlineBookmarkIntervalMs)
       if (watch) {
         const closed = options.observer?.watchOpened(info, 'cache')
         if (blip) options.streams.addFallbackWatch(watch.end)

@@ -105,18 +105,37 @@ export class FilteredWatch {
     } catch {
       return [this.filter.frame(this.format, frame)] // unreadable: the filter decides
     }
+    return this.takeDecoded(event, frame)
+  }
+
+  /**
+   * One event of a watch cache at its turn: the object as the cache holds it, and the version the
+   * stream is at after it. Returns the frames for the client, as take() does.
+   */
+  takeObject(type: string, object: CachedObject, streamVersion: bigint, frame?: Buffer): Buffer[] {
+    if (streamVersion > this.highWater) this.highWater = streamVersion
+    const key = `${object.namespace}/${object.name}`
+    return this.takeDecoded({ type, key, apiVersion: object.apiVersion, kind: object.kind, object: object.body, resourceVersion: numericVersion(object.resourceVersion) }, frame)
+  }
+
+  /** The stream has reached a version (a BOOKMARK): objects waiting for it go out now. */
+  advance(streamVersion: bigint): Buffer[] {
+    if (streamVersion > this.highWater) this.highWater = streamVersion
+    return this.pending.size > 0 ? this.flush(false) : []
+  }
+
+  private takeDecoded(event: ObjectEvent | OtherEvent, frame?: Buffer): Buffer[] {
     if (event.resourceVersion > this.highWater) this.highWater = event.resourceVersion
-    let out = frame
-    if (event.key !== undefined) {
-      if (event.type === 'DELETED') {
-        this.objects.delete(event.key)
-        this.pending.delete(event.key)
-        out = this.filter.frame(this.format, frame)
-      } else {
-        const filtered = this.filter.object(this.format, event.apiVersion, event.object)
-        this.track(event.key, event.apiVersion, event.kind, event.object, filtered, event.resourceVersion)
-        if (filtered !== event.object) out = this.eventFrame(event.type, event.apiVersion, event.kind, filtered)
-      }
+    if (event.key === undefined) return [frame!, ...(this.pending.size > 0 ? this.flush(false) : [])]
+    let out: Buffer
+    if (event.type === 'DELETED') {
+      this.objects.delete(event.key)
+      this.pending.delete(event.key)
+      out = frame ? this.filter.frame(this.format, frame) : this.eventFrame(event.type, event.apiVersion, event.kind, event.object)
+    } else {
+      const filtered = this.filter.object(this.format, event.apiVersion, event.object)
+      this.track(event.key, event.apiVersion, event.kind, event.object, filtered, event.resourceVersion)
+      out = frame && filtered === event.object ? frame : this.eventFrame(event.type, event.apiVersion, event.kind, filtered)
     }
     return this.pending.size > 0 ? [out, ...this.flush(false)] : [out]
   }

@@ -9,6 +9,8 @@ export class LiveStreams {
   private readonly upstream = new Set<End>()
   private readonly offline = new Set<End>()
   private readonly fallback = new Set<End>()
+  /** watches served from a watch cache: they outlive outages, and end only with the hub */
+  private readonly held = new Set<End>()
   /** streams added and not yet removed, ended or not: what a shutdown waits for */
   private open = 0
   private readonly idle: (() => void)[] = []
@@ -32,6 +34,21 @@ export class LiveStreams {
     this.offline.delete(end)
     this.fallback.delete(end)
     this.closed()
+  }
+
+  addHeldWatch(end: End): void {
+    this.held.add(end)
+    this.open++
+  }
+
+  removeHeldWatch(end: End): void {
+    this.held.delete(end)
+    this.closed()
+  }
+
+  /** The hub stops: every watch a watch cache serves ends. */
+  endHeldWatches(): number {
+    return endAll(this.held)
   }
 
   /** An offline watch served while the hub still counted the cloud as up (every upstream failed once). */
@@ -63,8 +80,8 @@ export class LiveStreams {
     return endAll(this.fallback)
   }
 
-  get counts(): { upstream: number; offline: number } {
-    return { upstream: this.upstream.size, offline: this.offline.size }
+  get counts(): { upstream: number; offline: number; held: number } {
+    return { upstream: this.upstream.size, offline: this.offline.size, held: this.held.size }
   }
 
   endUpstreamWatches(): number {

@@ -59,13 +59,16 @@ t.test('metrics change with traffic', async t => {
 
   const during = await eventually(async () => {
     const text = await metrics()
-    return /outpost_open_watches\{component="kube-proxy",source="cloud"\} 1/.test(text) && text
+    return /outpost_open_watches\{component="kube-proxy",source="cache"\} 1/.test(text) && text
   }, 10_000, 'the open watch counted')
-  t.match(during, /outpost_requests_total\{component="kube-proxy",verb="list",resource="endpointslices.discovery.k8s.io",code="200",source="cloud"\} 1/)
+  // slices are what kube-proxy watches all day: the shared watch cache answers them
+  t.match(during, /outpost_requests_total\{component="kube-proxy",verb="list",resource="endpointslices.discovery.k8s.io",code="200",source="cache"\} 1/)
   t.match(during, /outpost_requests_total\{component="kube-proxy",verb="get",resource="pods",code="404",source="cloud"\} 1/)
-  t.match(during, /outpost_request_duration_seconds_count\{component="kube-proxy",verb="list",resource="endpointslices.discovery.k8s.io",source="cloud"\} 1/)
-  t.match(during, /outpost_cache_objects\{component="kube-proxy",resource="endpointslices.v1.discovery.k8s.io"\} [1-9]/)
-  t.match(during, /outpost_cache_bytes\{component="kube-proxy",resource="endpointslices.v1.discovery.k8s.io"\} [1-9]\d+/)
+  t.match(during, /outpost_request_duration_seconds_count\{component="kube-proxy",verb="list",resource="endpointslices.discovery.k8s.io",source="cache"\} 1/)
+  t.match(during, /outpost_cache_objects\{component="shared-json",resource="endpointslices.v1.discovery.k8s.io"\} [1-9]/)
+  t.match(during, /outpost_cache_bytes\{component="shared-json",resource="endpointslices.v1.discovery.k8s.io"\} [1-9]\d+/)
+  t.match(during, /outpost_upstream_watches\{resource="endpointslices.discovery.k8s.io",format="json"\} 1/, 'one upstream watch for the scope')
+  t.match(during, /outpost_watch_cache_watchers\{resource="endpointslices.discovery.k8s.io",scope="all",format="json"\} 1/)
   t.match(during, /outpost_upstream_up\{server="http:\/\/127.0.0.1:\d+"\} 1/)
   t.match(during, /outpost_filter_dropped_endpoints_total [1-9]/, 'the topology filter dropped endpoints for kube-proxy')
   t.match(during, /outpost_filter_invocations_total\{kind="EndpointSlice"\} [1-9]/, 'and ran on its list')
@@ -74,9 +77,9 @@ t.test('metrics change with traffic', async t => {
   watch.body.destroy()
   const after = await eventually(async () => {
     const text = await metrics()
-    return /outpost_open_watches\{component="kube-proxy",source="cloud"\} 0/.test(text) && text
+    return /outpost_open_watches\{component="kube-proxy",source="cache"\} 0/.test(text) && text
   }, 10_000, 'the watch no longer open')
-  t.match(after, /outpost_requests_total\{component="kube-proxy",verb="watch",resource="endpointslices.discovery.k8s.io",code="200",source="cloud"\} 1/)
+  t.match(after, /outpost_requests_total\{component="kube-proxy",verb="watch",resource="endpointslices.discovery.k8s.io",code="200",source="cache"\} 1/)
 })
 
 t.test('readyz says what is missing', async t => {

@@ -161,9 +161,12 @@ const readmeChecks: { what: string; matches(command: string): boolean; exitCode?
       const cache = JSON.parse(ran.stdout)
       t.equal(cache.cloud, 'online')
       const collection = (component: string, resource: string) => cache.collections?.find((c: any) => c.component === component && c.resource === resource)
-      t.match(collection('kube-proxy', 'endpointslices.v1.discovery.k8s.io'), { listed: true, scopes: ['all'], origin: 'cloud' }, "kube-proxy's slices, listed whole")
-      t.ok(collection('kube-proxy', 'endpointslices.v1.discovery.k8s.io')?.objects >= 4, 'with its objects')
-      t.match(collection('kubelet', 'pods.v1.core'), { objects: 2, scopes: ['fieldSelector=spec.nodeName=kind-worker2'] }, "kubelet's pods, in kubelet's scope")
+      // what node components list and watch all day is kept once, in the shared watch caches' collection
+      t.match(collection('shared-json', 'endpointslices.v1.discovery.k8s.io'), { listed: true, scopes: ['all'], origin: 'cloud' }, "kube-proxy's slices, listed whole")
+      t.ok(collection('shared-json', 'endpointslices.v1.discovery.k8s.io')?.objects >= 4, 'with their objects')
+      t.match(collection('shared-json', 'pods.v1.core'), { objects: 2, scopes: ['fieldSelector=spec.nodeName=kind-worker2'] }, "kubelet's pods, in kubelet's scope")
+      const slices = cache.watchCaches?.find((w: any) => w.resource === 'endpointslices.discovery.k8s.io' && w.scope === 'all')
+      t.ok(slices?.synced && slices.components.includes('kube-proxy'), 'one watch cache for the slices, serving kube-proxy (and curl)')
     },
   },
   {
@@ -211,7 +214,7 @@ const readmeChecks: { what: string; matches(command: string): boolean; exitCode?
     check(t, ran) {
       const lines = ran.stdout.trim().split('\n')
       t.ok(lines.length > 10 && lines.every(l => l.startsWith('outpost_')), `${lines.length} lines, all outpost_`)
-      t.match(ran.stdout, /^outpost_requests_total\{component="kube-proxy",verb="list",resource="endpointslices\.discovery\.k8s\.io",code="200",source="cloud"\} [1-9]/m)
+      t.match(ran.stdout, /^outpost_requests_total\{component="kube-proxy",verb="list",resource="endpointslices\.discovery\.k8s\.io",code="200",source="cache"\} [1-9]/m)
       t.match(ran.stdout, /^outpost_cloud_online 1$/m)
     },
   },

@@ -48,24 +48,35 @@ export interface OutgoingFilter {
   frame(format: WireFormat, frame: Buffer): Buffer
 }
 
-function lostStatus(info: RequestInfo, error: LostObjectError): Status {
-  return serviceUnavailable(`the apiserver is unreachable and the cache cannot answer ${info.verb} ${info.resource} whole: ${error.message}`)
+/** One read to answer from the cache, and why the cloud is not answering it (for every refusal). */
+export interface OfflineRead {
+  store: CacheStore
+  info: RequestInfo
+  accept: string | undefined
+  res: ServerResponse
+  filter?: OutgoingFilter
+  /** the cloud's failure, e.g. `no apiserver reachable: https://…: connect ECONNREFUSED` */
+  reason: string
 }
 
-function unlisted(info: RequestInfo, candidates: Collection[], scope: ParsedScope): Status {
+function lostStatus({ info, reason }: OfflineRead, error: LostObjectError): Status {
+  return serviceUnavailable(`${reason}; the cache cannot answer ${info.verb} ${info.resource} whole: ${error.message}`)
+}
+
+function unlisted({ info, reason }: OfflineRead, candidates: Collection[], scope: ParsedScope): Status {
   const listed = candidates.flatMap(c => [...c.listed.values()].map(l => `${c.key.component}: ${describeScope(l.scope)}`))
   const why =
     listed.length === 0
       ? `nothing on this node ever listed ${info.resource} through this hub, so nothing is cached to answer with`
       : `${info.resource} were listed here only for ${listed.join('; ')}, which does not answer for ${describeScope(scope)}`
-  return serviceUnavailable(`the apiserver is unreachable and ${why}`)
+  return serviceUnavailable(`${reason}; ${why}`)
 }
 
 /**
  * The representation to answer with, from what the client accepts (in its order) and what the
  * objects are stored as; a Status when none can be made.
  */
-function choose(info: RequestInfo, accept: string | undefined, items: CachedObject[], source: Collection | undefined, tables = true): Wanted | Status {
+function choose({ info, accept, reason }: OfflineRead, items: CachedObject[], source: Collection | undefined, tables = true): Wanted | Status {
   const stored = new Set(items.map(o => o.format))
   const translatable = items.every(canTranslate) && (items.length > 0 || (source !== undefined && canTranslate(source)))
   for (const wanted of wantedRepresentations(accept)) {
@@ -77,11 +88,12 @@ function choose(info: RequestInfo, accept: string | undefined, items: CachedObje
   }
   const where = source ? `; ${source.key.component} holds them, see /debug/cache/${source.key.component}/${info.resource}` : ''
   return serviceUnavailable(
-    `the apiserver is unreachable and ${info.resource} are cached as ${[...stored].join(' and ')}, which the hub cannot give in the format this request accepts (${accept ?? '*/*'})${where}`,
+    `${reason}; ${info.resource} are cached as ${[...stored].join(' and ')}, which the hub cannot give in the format this request accepts (${accept ?? '*/*'})${where}`,
   )
 }
 
-export async function serveGet(store: CacheStore, info: RequestInfo, accept: string | undefined, res: ServerResponse, filter?: OutgoingFilter): Promise<void> {
+export async function serveGet(read: OfflineRead): Promise<void> {
+  const { store, info, res, filter } = read
   const candidates = store.candidates(resourceKeyOf(info))
   let object: CachedObject | undefined
   let source: Collection | undefined
@@ -97,15 +109,15 @@ export async function serveGet(store: CacheStore, info: RequestInfo, accept: str
       if (c.key.component === info.component) break
     }
   } catch (error) {
-    if (error instanceof LostObjectError) return sendStatusObject(res, lostStatus(info, error))
+    if (error instanceof LostObjectError) return sendStatusObject(res, lostStatus(read, error))
     throw error
   }
   if (!object || !source) {
     // "not found" is the cache's to say only where a whole list would have held the object
     const scope = scopeOfName(info.namespace, info.name)
-    return sendStatusObject(res, candidates.some(c => c.coveringScope(scope)) ? notFound(info.resource, info.apiGroup, info.name) : unlisted(info, candidates, scope))
+    return sendStatusObject(res, candidates.some(c => c.coveringScope(scope)) ? notFound(info.resource, info.apiGroup, info.name) : unlisted(read, candidates, scope))
   }
-  const wanted = choose(info, accept, [object], source)
+  const wanted = choose(read, [object], source)
   if ('code' in wanted) return sendStatusObject(res, wanted)
   const from = source.key.component
   if (wanted.kind === 'table') return sendBody(res, 200, 'application/json', JSON.stringify(table(info, [object], {})), from)
@@ -121,15 +133,16 @@ interface Whole {
 }
 
 /** A scope's objects from the first collection that knows it whole, else the Status that says why not. */
-async function selectWhole(store: CacheStore, info: RequestInfo, scope: ParsedScope): Promise<Whole | Status> {
+async function selectWhole(read: OfflineRead, scope: ParsedScope): Promise<Whole | Status> {
+  const { store, info } = read
   const candidates = store.candidates(resourceKeyOf(info))
   for (const c of candidates) {
     if (!c.coveringScope(scope)) continue
     const selection = (await store.list(c.key, scope))!
-    if (selection.lost.length > 0) return lostStatus(info, new LostObjectError(selection.lost))
+    if (selection.lost.length > 0) return lostStatus(read, new LostObjectError(selection.lost))
     return selection
   }
-  return unlisted(info, candidates, scope)
+  return unlisted(read, candidates, scope)
 }
 
 function table(info: RequestInfo, items: CachedObject[], listMeta: Record<string, unknown>): unknown {
@@ -138,14 +151,14 @@ function table(info: RequestInfo, items: CachedObject[], listMeta: Record<string
   return toTable(info.apiGroup, info.resource, objects, listMeta, include)
 }
 
-interface Page {
+export interface Page {
   items: CachedObject[]
   continue: string
   remainingItemCount?: number
 }
 
 /** limit/continue as the apiserver pages (resourceVersion=0 reads the watch cache, which ignores limit). */
-function paginate(info: RequestInfo, items: CachedObject[], resourceVersion: string, scope: ParsedScope): Page | Status {
+export function paginate(info: RequestInfo, items: CachedObject[], resourceVersion: string, scope: ParsedScope): Page | Status {
   // keys in tokens are relative to the list's own prefix: a namespaced list's are bare names
   const keyOf = (o: CachedObject) => (info.namespace ? o.name : storageKey(o.namespace, o.name))
   const token = info.query.get('continue')
@@ -166,17 +179,18 @@ function paginate(info: RequestInfo, items: CachedObject[], resourceVersion: str
   return selectors ? { items: page, continue: next } : { items: page, continue: next, remainingItemCount: rest }
 }
 
-export async function serveList(store: CacheStore, info: RequestInfo, accept: string | undefined, res: ServerResponse, filter?: OutgoingFilter): Promise<void> {
+export async function serveList(read: OfflineRead): Promise<void> {
+  const { info, res, filter } = read
   let scope
   try {
     scope = scopeOf(info)
   } catch (error) {
     return sendStatusObject(res, failure(400, (error as Error).message))
   }
-  const whole = await selectWhole(store, info, scope)
+  const whole = await selectWhole(read, scope)
   if ('code' in whole) return sendStatusObject(res, whole)
   const { collection, resourceVersion } = whole
-  const wanted = choose(info, accept, whole.items, collection)
+  const wanted = choose(read, whole.items, collection)
   if ('code' in wanted) return sendStatusObject(res, wanted)
   const page = paginate(info, whole.items, resourceVersion, scope)
   if ('code' in page) return sendStatusObject(res, page)
@@ -185,22 +199,35 @@ export async function serveList(store: CacheStore, info: RequestInfo, accept: st
   if (page.continue) meta.continue = page.continue
   if (page.remainingItemCount !== undefined) meta.remainingItemCount = page.remainingItemCount
   if (wanted.kind === 'table') return sendBody(res, 200, 'application/json', JSON.stringify(table(info, page.items, meta)), from)
-  const listKind = `${collection.kind}List`
-  if (wanted.format === 'protobuf') {
-    const raw = assembleList({ resourceVersion, continue: page.continue, remainingItemCount: page.remainingItemCount, items: page.items.map(o => bodyIn(o, 'protobuf')) })
-    const body = encodeUnknown({ apiVersion: collection.apiVersion, kind: listKind, raw })
-    return sendBody(res, 200, contentTypeOf('protobuf'), filter ? filter.body('protobuf', body) : body, from)
+  const body = listBody(wanted.format, collection.kind, collection.apiVersion, page, meta)
+  sendBody(res, 200, contentTypeOf(wanted.format), filter ? filter.body(wanted.format, body) : body, from)
+}
+
+/**
+ * A list as the apiserver writes it, from stored objects: protobuf reassembled from the items' raw
+ * messages, JSON spliced from the stored text (no parse and re-serialize per object); objects in
+ * the other format translated.
+ */
+export function listBody(format: WireFormat, kind: string, apiVersion: string, page: Page, meta: Record<string, unknown>): Buffer {
+  const listKind = `${kind}List`
+  if (format === 'protobuf') {
+    const raw = assembleList({ resourceVersion: String(meta.resourceVersion), continue: page.continue, remainingItemCount: page.remainingItemCount, items: page.items.map(o => bodyIn(o, 'protobuf')) })
+    return encodeUnknown({ apiVersion, kind: listKind, raw })
   }
-  // JSON items are spliced in as stored: no parse and re-serialize per object.
-  const head = `{"kind":${JSON.stringify(listKind)},"apiVersion":${JSON.stringify(collection.apiVersion)},"metadata":${JSON.stringify(meta)},"items":[`
+  const head = `{"kind":${JSON.stringify(listKind)},"apiVersion":${JSON.stringify(apiVersion)},"metadata":${JSON.stringify(meta)},"items":[`
   const parts: Buffer[] = [Buffer.from(head)]
   page.items.forEach((o, i) => {
     if (i > 0) parts.push(Buffer.from(','))
-    parts.push(bodyIn(o, 'json'))
+    parts.push(withoutTypeMeta(bodyIn(o, 'json'), o.kind, o.apiVersion))
   })
   parts.push(Buffer.from(']}'))
-  const body = Buffer.concat(parts)
-  sendBody(res, 200, 'application/json', filter ? filter.body('json', body) : body, from)
+  return Buffer.concat(parts)
+}
+
+/** A stored JSON object as a list item: the apiserver writes items without kind and apiVersion. */
+function withoutTypeMeta(body: Buffer, kind: string, apiVersion: string): Buffer {
+  const prefix = `{"kind":${JSON.stringify(kind)},"apiVersion":${JSON.stringify(apiVersion)},`
+  return body.length > prefix.length && body.toString('latin1', 0, prefix.length) === prefix ? Buffer.concat([Buffer.from('{'), body.subarray(prefix.length)]) : body
 }
 
 export interface OfflineWatch {
@@ -221,14 +248,8 @@ function addedFrame(format: WireFormat, object: CachedObject): Buffer {
  * BOOKMARKs (if asked for) at the version the client has, so its reflector neither relists nor
  * skips anything; ended when the cloud is back or timeoutSeconds runs out.
  */
-export async function serveWatch(
-  store: CacheStore,
-  info: RequestInfo,
-  accept: string | undefined,
-  res: ServerResponse,
-  bookmarkIntervalMs: number,
-  filter?: OutgoingFilter,
-): Promise<OfflineWatch | undefined> {
+export async function serveWatch(read: OfflineRead, bookmarkIntervalMs: number): Promise<OfflineWatch | undefined> {
+  const { info, res, filter } = read
   let scope
   try {
     scope = scopeOf(info)
@@ -236,15 +257,15 @@ export async function serveWatch(
     sendStatusObject(res, failure(400, (error as Error).message))
     return undefined
   }
-  const whole = await selectWhole(store, info, scope)
+  const whole = await selectWhole(read, scope)
   if ('code' in whole) {
     sendStatusObject(res, whole)
     return undefined
   }
   const { collection } = whole
-  const wanted = choose(info, accept, whole.items, collection, false)
+  const wanted = choose(read, whole.items, collection, false)
   if ('code' in wanted || wanted.kind !== 'object') {
-    sendStatusObject(res, 'code' in wanted ? wanted : serviceUnavailable('the apiserver is unreachable'))
+    sendStatusObject(res, 'code' in wanted ? wanted : serviceUnavailable(read.reason))
     return undefined
   }
   const format = wanted.format

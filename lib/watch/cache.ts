@@ -1,0 +1,213 @@
+// A watch cache for one (resource, scope, wire format), after kube-apiserver's cacher: fed by one
+// upstream Reflector, it holds the scope's objects and a window of recent events, and serves every
+// local client's lists and watches from them, with the apiserver's resourceVersions. Objects are
+// immutable once stored (filters make new bytes, never change these). Each change is written to
+// the disk cache before any watcher is told of it, so what a client has been shown survives a
+// SIGKILL. When the upstream relists (after a 410, or when the cloud returns from an outage) the
+// difference to what the cache held goes to every watcher as events, in resourceVersion order: no
+// local client has to relist.
+import type { Logger } from 'pino'
+import type { CachedObject, ResourceKey, WireFormat } from '../cache/types.ts'
+import type { CacheStore } from '../cache/store.ts'
+import { numericVersion } from '../cache/store.ts'
+import type { ParsedScope } from '../cache/scope.ts'
+import { storageKey } from '../continue-token.ts'
+import type { EventType, ReflectorSink } from './reflector.ts'
+
+export interface CacheEvent {
+  type: EventType
+  object: CachedObject
+  /** the version the cache is at after this event */
+  resourceVersion: bigint
+}
+
+/** What a watcher is told: an event, or that the cache has reached a version (for BOOKMARKs). */
+export interface CacheListener {
+  onEvent(event: CacheEvent): void
+  onProgress(resourceVersion: bigint): void
+}
+
+export interface WatchCacheOptions {
+  /** the disk cache and the key its objects are kept under (shared by every component) */
+  store?: CacheStore
+  storeKey: ResourceKey
+  scope: ParsedScope
+  format: WireFormat
+  log: Logger
+  /** events kept for watches that resume from a version (default 4096) */
+  windowSize?: number
+}
+
+function idOf(object: CachedObject): string {
+  return storageKey(object.namespace, object.name)
+}
+
+export class WatchCache implements ReflectorSink {
+  /** the scope's objects, by storage key */
+  readonly objects = new Map<string, CachedObject>()
+  /** the version the cache is at: its last list, event or BOOKMARK */
+  resourceVersion = 0n
+  /** the oldest version a watch can resume from (events after it are in the window) */
+  private oldest = 0n
+  private readonly window: CacheEvent[] = []
+  private readonly windowSize: number
+  readonly listeners = new Set<CacheListener>()
+  private syncedResolve!: () => void
+  /** resolves once the first list (or the disk's copy, offline) is in */
+  readonly synced = new Promise<void>(resolve => (this.syncedResolve = resolve))
+  isSynced = false
+  kind = ''
+  apiVersion = ''
+  readonly stats = { relists: 0, replayed: 0, expired: 0 }
+  lastUsed = Date.now()
+  /** changes apply one at a time, in order: each is on disk before it is dispatched */
+  private queue: Promise<void> = Promise.resolve()
+
+  constructor(readonly options: WatchCacheOptions) {
+    this.windowSize = options.windowSize ?? 4096
+  }
+
+  /** what the objects are: the format asked for, unless the apiserver answered in another (JSON for `protobuf, *\/*`) */
+  private answered: WireFormat | undefined
+
+  get format(): WireFormat {
+    return this.answered ?? this.options.format
+  }
+
+  /** Starts from what the disk holds for this scope (a restart while the cloud is away). */
+  seed(items: CachedObject[], resourceVersion: string): void {
+    if (items[0]) this.answered = items[0].format
+    for (const object of items) this.objects.set(idOf(object), object)
+    this.learnKind(items[0])
+    this.resourceVersion = numericVersion(resourceVersion)
+    this.oldest = this.resourceVersion
+    this.markSynced()
+  }
+
+  private markSynced(): void {
+    if (this.isSynced) return
+    this.isSynced = true
+    this.syncedResolve()
+  }
+
+  private learnKind(object: CachedObject | undefined): void {
+    if (!object) return
+    this.kind ||= object.kind
+    this.apiVersion ||= object.apiVersion
+  }
+
+  replace(items: CachedObject[], resourceVersion: string, format?: WireFormat): Promise<void> {
+    return this.serially(async () => {
+      if (format) this.answered = format
+      const listVersion = numericVersion(resourceVersion)
+      const first = !this.isSynced
+      if (!first) this.stats.relists++
+      const events = first ? [] : this.difference(items, listVersion)
+      for (const object of items) this.learnKind(object)
+      await this.options.store?.replaceScope(this.options.storeKey, this.options.scope, { items, kind: this.kind, apiVersion: this.apiVersion, resourceVersion })
+      this.objects.clear()
+      for (const object of items) this.objects.set(idOf(object), object)
+      if (first) {
+        this.resourceVersion = listVersion
+        this.oldest = listVersion
+        this.markSynced()
+        return
+      }
+      for (const event of events) this.dispatch(event)
+      if (listVersion > this.resourceVersion) this.resourceVersion = listVersion
+    })
+  }
+
+  /**
+   * What a relist tells that the cache did not know, as events in version order: objects new or
+   * changed (at their own version), then objects gone (at the list's version: the apiserver's
+   * deletion version is not known).
+   */
+  private difference(items: CachedObject[], listVersion: bigint): CacheEvent[] {
+    const events: CacheEvent[] = []
+    const listed = new Set<string>()
+    for (const object of items) {
+      const id = idOf(object)
+      listed.add(id)
+      const held = this.objects.get(id)
+      if (held && held.resourceVersion === object.resourceVersion) continue
+      events.push({ type: held ? 'MODIFIED' : 'ADDED', object, resourceVersion: numericVersion(object.resourceVersion) })
+    }
+    events.sort((a, b) => (a.resourceVersion < b.resourceVersion ? -1 : a.resourceVersion > b.resourceVersion ? 1 : 0))
+    for (const [id, held] of this.objects) if (!listed.has(id)) events.push({ type: 'DELETED', object: held, resourceVersion: listVersion })
+    // versions never go back for a watcher: an object older than the cache's version is told at it
+    let floor = this.resourceVersion
+    for (const event of events) {
+      if (event.resourceVersion < floor) event.resourceVersion = floor
+      floor = event.resourceVersion
+    }
+    return events
+  }
+
+  event(type: EventType, object: CachedObject): Promise<void> {
+    return this.serially(async () => {
+      this.learnKind(object)
+      const store = this.options.store
+      if (type === 'DELETED') {
+        this.objects.delete(idOf(object))
+        await store?.remove(this.options.storeKey, object.namespace, object.name, this.options.scope)
+      } else {
+        this.objects.set(idOf(object), object)
+        await store?.put(this.options.storeKey, object, this.options.scope)
+      }
+      const version = numericVersion(object.resourceVersion)
+      this.dispatch({ type, object, resourceVersion: version > this.resourceVersion ? version : this.resourceVersion })
+    })
+  }
+
+  progress(resourceVersion: string): void {
+    const version = numericVersion(resourceVersion)
+    void this.serially(async () => {
+      if (version <= this.resourceVersion) return
+      this.resourceVersion = version
+      for (const listener of this.listeners) listener.onProgress(version)
+    })
+  }
+
+  private serially(step: () => Promise<void>): Promise<void> {
+    this.queue = this.queue.then(step).catch(error => this.options.log.error({ err: (error as Error).message }, 'watch cache: a change was not applied'))
+    return this.queue
+  }
+
+  private dispatch(event: CacheEvent): void {
+    this.resourceVersion = event.resourceVersion
+    this.window.push(event)
+    if (this.window.length > this.windowSize) this.oldest = this.window.shift()!.resourceVersion
+    for (const listener of this.listeners) listener.onEvent(event)
+  }
+
+  /** The objects now, in the apiserver's order (storage keys), at the cache's version. */
+  snapshot(): { items: CachedObject[]; resourceVersion: bigint } {
+    const items = [...this.objects.values()].sort((a, b) => (idOf(a) < idOf(b) ? -1 : idOf(a) > idOf(b) ? 1 : 0))
+    return { items, resourceVersion: this.resourceVersion }
+  }
+
+  /** The events after `version`, or 'expired' when the window no longer reaches back that far. */
+  eventsAfter(version: bigint): CacheEvent[] | 'expired' {
+    if (version < this.oldest) return 'expired'
+    return this.window.filter(e => e.resourceVersion > version)
+  }
+
+  /**
+   * Adds a listener, in step with the cache: `start` runs with what the listener must be sent
+   * first, and no event can come between.
+   */
+  subscribe(listener: CacheListener, start: () => void): () => void {
+    this.lastUsed = Date.now()
+    start()
+    this.listeners.add(listener)
+    return () => {
+      this.listeners.delete(listener)
+      this.lastUsed = Date.now()
+    }
+  }
+
+  get windowLength(): number {
+    return this.window.length
+  }
+}

@@ -1,0 +1,173 @@
+// One upstream list+watch, for ever, as client-go's Reflector: list, then watch from the list's
+// version; a 410 or an ERROR event relists; failures back off as client-go's do; a watch silent
+// past the apiserver's BOOKMARK period is a dead link and is ended. While the cloud is away it
+// waits, and lists again once it is back. What it reads goes to a sink (a watch cache, the
+// topology context), decoded once into CachedObjects in the wire format asked for.
+import { pipeline } from 'node:stream'
+import type { Logger } from 'pino'
+import { hubUserAgent } from '../config.ts'
+import type { Upstream } from '../upstream.ts'
+import type { LiveStreams } from '../streams.ts'
+import { WatchFrameSplitter, framingOf } from '../frames.ts'
+import { SilenceGuard } from '../watch-pipeline.ts'
+import { readAll } from '../body.ts'
+import { Backoff } from '../backoff.ts'
+import { decodeEvent, decodeList } from '../cache/decode.ts'
+import type { CachedObject, WireFormat } from '../cache/types.ts'
+
+export type EventType = 'ADDED' | 'MODIFIED' | 'DELETED'
+
+export interface ReflectorSink {
+  /** a whole list: the state at `resourceVersion` (the first, or a relist after a 410 or an outage), in the format the apiserver answered */
+  replace(items: CachedObject[], resourceVersion: string, format: WireFormat): Promise<void> | void
+  event(type: EventType, object: CachedObject): Promise<void> | void
+  /** the stream has reached this version (a BOOKMARK, or any event) */
+  progress(resourceVersion: string): void
+}
+
+export interface ReflectorOptions {
+  upstream: Upstream
+  streams?: LiveStreams
+  isOnline: () => boolean
+  log: Logger
+  /** what to ask for: `Accept` of lists and of watches */
+  accept: { list: string; watch: string }
+  silenceMs?: number
+  backoff?: Backoff
+  /** told of each request and its bytes, for the metrics */
+  observe?: { listed?(bytes: number): void; watchOpened?(): () => void; received?(bytes: number): void }
+}
+
+export const jsonAccept = { list: 'application/json', watch: 'application/json' }
+export const protobufAccept = { list: 'application/vnd.kubernetes.protobuf, */*', watch: 'application/vnd.kubernetes.protobuf, */*' }
+
+class Relist extends Error {}
+
+export class Reflector {
+  private stopped = false
+  private stop = () => {}
+  private wake = () => {}
+
+  /** `path` with the scope's query (labelSelector, fieldSelector) already on it, or none */
+  constructor(
+    private readonly path: string,
+    /** what the resource is called in messages */
+    private readonly resource: string,
+    private readonly sink: ReflectorSink,
+    private readonly options: ReflectorOptions,
+  ) {}
+
+  /** Runs until halt(); `onListed` is called after each successful list. */
+  async run(onListed: () => void = () => {}): Promise<void> {
+    const backoff = this.options.backoff ?? new Backoff()
+    let resourceVersion = ''
+    while (!this.stopped) {
+      if (!this.options.isOnline()) {
+        resourceVersion = '' // list again once the cloud is back: it may have changed meanwhile
+        await this.sleep(1_000)
+        continue
+      }
+      try {
+        if (!resourceVersion) {
+          resourceVersion = await this.list()
+          onListed()
+        }
+        resourceVersion = await this.watch(resourceVersion)
+      } catch (error) {
+        resourceVersion = ''
+        if (this.stopped) break
+        const wait = error instanceof Relist ? 0 : backoff.next()
+        if (!(error instanceof Relist)) this.options.log.warn({ resource: this.resource, err: (error as Error).message, retryInMs: wait }, `${this.resource}: list/watch failed, retrying in ${wait} ms`)
+        if (wait > 0) await this.sleep(wait)
+      }
+    }
+  }
+
+  halt(): void {
+    this.stopped = true
+    this.stop()
+    this.wake()
+  }
+
+  /** The open watch is dropped (the cloud went away); the loop waits until it is back. */
+  interrupt(): void {
+    this.stop()
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise(resolve => {
+      const timer = setTimeout(resolve, ms)
+      timer.unref()
+      this.wake = () => {
+        clearTimeout(timer)
+        resolve()
+      }
+    })
+  }
+
+  private request(path: string, accept: string, longRunning: boolean) {
+    return this.options.upstream.request({ method: 'GET', path, headers: { accept, 'user-agent': hubUserAgent }, longRunning })
+  }
+
+  private withQuery(query: string): string {
+    return `${this.path}${this.path.includes('?') ? '&' : '?'}${query}`
+  }
+
+  private async list(): Promise<string> {
+    const res = await this.request(this.withQuery('resourceVersion=0'), this.options.accept.list, false)
+    const body = await readAll(res.body)
+    this.options.observe?.listed?.(body.length)
+    if (res.statusCode !== 200) throw new Error(`list ${this.path}: ${res.statusCode} ${body.toString().slice(0, 200)}`)
+    const format = framingOf(res.headers['content-type'] as string | undefined)
+    if (!format) throw new Error(`list ${this.path}: unexpected content type ${String(res.headers['content-type'])}`)
+    let list
+    try {
+      list = decodeList(format, body)
+    } catch (error) {
+      throw new Error(`list ${this.resource}: ${(error as Error).message}`)
+    }
+    if (!list.resourceVersion) throw new Error(`list ${this.resource}: no resourceVersion`)
+    await this.sink.replace(list.items, list.resourceVersion, format)
+    this.sink.progress(list.resourceVersion)
+    return list.resourceVersion
+  }
+
+  /** Watches until the stream ends; returns the version to go on from. */
+  private async watch(from: string): Promise<string> {
+    const res = await this.request(this.withQuery(`watch=true&allowWatchBookmarks=true&timeoutSeconds=300&resourceVersion=${from}`), this.options.accept.watch, true)
+    if (res.statusCode !== 200) {
+      res.body.destroy()
+      if (res.statusCode === 410) throw new Relist(`watch ${this.path}: 410`)
+      throw new Error(`watch ${this.path}: ${res.statusCode}`)
+    }
+    const format = framingOf(res.headers['content-type'] as string | undefined) ?? 'json'
+    const stop = () => res.body.destroy()
+    this.stop = stop
+    this.options.streams?.addUpstreamWatch(stop)
+    const closed = this.options.observe?.watchOpened?.()
+    const silence = new SilenceGuard(this.options.silenceMs ?? 150_000, stop)
+    let resourceVersion = from
+    try {
+      for await (const chunk of pipeline(res.body, new WatchFrameSplitter(format), () => {})) {
+        const frame = chunk as Buffer
+        silence.heard()
+        this.options.observe?.received?.(frame.length)
+        const event = decodeEvent(format, frame)
+        if (event.type === 'ERROR') throw new Relist(`watch ${this.path}: an ERROR event`) // 410 Expired or worse
+        if (event.type === 'BOOKMARK') {
+          resourceVersion = event.resourceVersion || resourceVersion
+        } else if (event.object) {
+          await this.sink.event(event.type as EventType, event.object)
+          resourceVersion = event.object.resourceVersion || resourceVersion
+        }
+        this.sink.progress(resourceVersion)
+      }
+    } finally {
+      silence.stop()
+      this.options.streams?.removeUpstreamWatch(stop)
+      closed?.()
+      res.body.destroy()
+    }
+    return resourceVersion
+  }
+}

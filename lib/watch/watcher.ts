@@ -1,0 +1,161 @@
+// One local client's watch, served from a watch cache as kube-apiserver's cacher serves it: from
+// now (resourceVersion unset), from the current state (0: ADDED events first), or replaying the
+// events after N (410 Expired in the stream when N is older than the window); WatchList's initial
+// events end with the annotated BOOKMARK; BOOKMARKs about every minute and just before
+// timeoutSeconds when asked for. The client's filter (service topology) is applied to what it is
+// sent, and a topology change re-filters it live. A client that does not keep up is closed once
+// its backlog passes a budget, so it never holds the others back; it re-watches from its version.
+import type { ServerResponse } from 'node:http'
+import type { WireFormat } from '../cache/types.ts'
+import type { CachedObject } from '../cache/types.ts'
+import type { EndpointsFilter } from '../../filters/registry.ts'
+import { encodeUnknown, encodeWatchEvent } from '../codec/protobuf.ts'
+import { bookmarkFrame } from '../cache/bookmark.ts'
+import { contentTypeOf } from '../negotiate.ts'
+import { failure } from '../status.ts'
+import { FilteredWatch } from '../refilter.ts'
+import { encodeBody } from '../codec/typed.ts'
+import type { CacheEvent, CacheListener, WatchCache } from './cache.ts'
+
+export interface WatcherOptions {
+  filter?: EndpointsFilter
+  allowBookmarks: boolean
+  /** from now, from the current state (ADDED events first), or the events after a version */
+  from: 'now' | 'state' | bigint
+  sendInitialEvents: boolean
+  timeoutSeconds?: number
+  bookmarkIntervalMs?: number
+  /** bytes a client may fall behind before it is closed */
+  budgetBytes?: number
+  onRefilterSent?(count: number): void
+  onClosed?(why: 'client' | 'timeout' | 'slow' | 'expired' | 'ended'): void
+}
+
+/** The frame for an event of a watch cache, made once per event and format and shared by every unfiltered watcher. */
+const frames = new WeakMap<CacheEvent | CachedObject, Buffer>()
+
+export function eventFrame(format: WireFormat, type: string, object: CachedObject, memo?: CacheEvent): Buffer {
+  const cached = memo && frames.get(memo)
+  if (cached) return cached
+  const frame =
+    format === 'json'
+      ? Buffer.concat([Buffer.from(`{"type":"${type}","object":`), object.body, Buffer.from('}\n')])
+      : encodeWatchEvent(type, encodeUnknown({ apiVersion: object.apiVersion, kind: object.kind, raw: object.body }))
+  if (memo) frames.set(memo, frame)
+  return frame
+}
+
+export class CacheWatcher implements CacheListener {
+  private unsubscribe = () => {}
+  private readonly timers: NodeJS.Timeout[] = []
+  private tracker: FilteredWatch | undefined
+  private closed = false
+  /** the newest version this client has been told of */
+  private delivered = 0n
+
+  constructor(
+    private readonly cache: WatchCache,
+    private readonly res: ServerResponse,
+    private readonly options: WatcherOptions,
+  ) {}
+
+  private get format(): WireFormat {
+    return this.cache.format
+  }
+
+  /** Sends the headers and what comes first, then follows the cache until the client or the cache ends it. */
+  start(): void {
+    const { res, options, cache } = this
+    res.writeHead(200, { 'content-type': this.format === 'json' ? 'application/json' : `${contentTypeOf('protobuf')};stream=watch`, 'cache-control': 'no-cache, private' })
+    res.flushHeaders()
+    res.on('close', () => this.close('client'))
+    if (options.filter) {
+      this.tracker = new FilteredWatch(this.format, options.filter, produce => this.write(produce()), { onSent: options.onRefilterSent })
+    }
+    this.unsubscribe = cache.subscribe(this, () => {
+      const { items, resourceVersion } = cache.snapshot()
+      this.delivered = resourceVersion
+      if (options.from === 'state' || options.sendInitialEvents) {
+        for (const object of items) this.send('ADDED', object, resourceVersion)
+      } else {
+        this.tracker?.seed(items)
+        if (typeof options.from === 'bigint') {
+          const replay = cache.eventsAfter(options.from)
+          if (replay === 'expired') {
+            cache.stats.expired++
+            const status = failure(410, `too old resource version: ${options.from} (${resourceVersion})`, 'Expired')
+            this.write([this.format === 'json' ? Buffer.from(JSON.stringify({ type: 'ERROR', object: status }) + '\n') : encodeWatchEvent('ERROR', encodeBody(status))])
+            setImmediate(() => this.close('expired'))
+            return
+          }
+          cache.stats.replayed += replay.length
+          this.delivered = options.from
+          for (const event of replay) this.onEvent(event)
+          this.delivered = resourceVersion
+        }
+      }
+      if (options.sendInitialEvents) this.write([bookmarkFrame(this.format, cache.kind, cache.apiVersion, resourceVersion.toString(), true)])
+      // the client is at the cache's version now: a re-filter may stamp objects with it
+      this.write(this.tracker?.advance(resourceVersion) ?? [])
+    })
+    if (options.allowBookmarks) this.timers.push(setInterval(() => this.bookmark(), options.bookmarkIntervalMs ?? 60_000))
+    const timeout = options.timeoutSeconds
+    if (timeout && timeout > 0) {
+      // the apiserver sends a last BOOKMARK just before it ends a watch on its timeout
+      if (options.allowBookmarks && timeout > 2) this.timers.push(setTimeout(() => this.bookmark(), (timeout - 2) * 1000))
+      this.timers.push(setTimeout(() => this.close('timeout'), timeout * 1000))
+    }
+    for (const timer of this.timers) timer.unref()
+  }
+
+  onEvent(event: CacheEvent): void {
+    if (this.closed) return
+    this.send(event.type, event.object, event.resourceVersion, event)
+  }
+
+  onProgress(resourceVersion: bigint): void {
+    if (this.closed || !this.tracker) return
+    // a filtered object waiting for the stream to pass its version may go now
+    this.write(this.tracker.advance(resourceVersion))
+  }
+
+  /** The topology changed: this client's objects are filtered again at their turn. */
+  refilter(): void {
+    this.tracker?.refilter()
+  }
+
+  private send(type: string, object: CachedObject, streamVersion: bigint, memo?: CacheEvent): void {
+    this.delivered = streamVersion
+    if (this.tracker) this.write(this.tracker.takeObject(type, object, streamVersion))
+    else this.write([eventFrame(this.format, type, object, memo)])
+  }
+
+  private bookmark(): void {
+    if (this.closed) return
+    const version = this.cache.resourceVersion > this.delivered ? this.cache.resourceVersion : this.delivered
+    this.delivered = version
+    this.write([bookmarkFrame(this.format, this.cache.kind, this.cache.apiVersion, version.toString(), false), ...(this.tracker?.advance(version) ?? [])])
+  }
+
+  private write(out: Buffer[]): void {
+    if (this.closed || out.length === 0) return
+    for (const frame of out) this.res.write(frame)
+    if (this.res.writableLength > (this.options.budgetBytes ?? 16 * 1024 * 1024)) this.close('slow')
+  }
+
+  close(why: 'client' | 'timeout' | 'slow' | 'expired' | 'ended'): void {
+    if (this.closed) return
+    this.closed = true
+    this.unsubscribe()
+    this.tracker?.close()
+    for (const timer of this.timers) clearTimeout(timer)
+    if (why === 'slow') this.res.destroy()
+    else if (!this.res.writableEnded && !this.res.destroyed) this.res.end()
+    this.options.onClosed?.(why)
+  }
+
+  /** Resolves when the client's stream has ended, for whatever reason. */
+  done(): Promise<void> {
+    return new Promise(resolve => (this.res.closed ? resolve() : this.res.once('close', () => resolve())))
+  }
+}
