@@ -303,6 +303,11 @@ export const flags: readonly FlagSpec[] = [
     parse: components,
   }),
   spec({
+    flag: 'shared-watches', env: 'OUTPOST_SHARED_WATCHES', arg: 'BOOL', key: 'sharedWatches', default: String(defaults.sharedWatches),
+    help: 'one upstream list+watch per scope for Services, slices, Endpoints, Nodes, kubelet pods',
+    parse: values => bool(last(values)),
+  }),
+  spec({
     flag: 'watch-silence', env: 'OUTPOST_WATCH_SILENCE', arg: 'DURATION', key: 'watchSilenceTimeoutMs', default: `${defaults.watchSilenceTimeoutMs / 1000}s`,
     help: 'end an upstream watch silent this long: a dead link (BOOKMARKs come about every minute)',
     parse: values => duration(last(values)),

@@ -59,6 +59,8 @@ export interface HubConfig {
   healthSuccesses: number
   /** an upstream watch silent this long is ended (the apiserver sends BOOKMARKs about every minute) */
   watchSilenceTimeoutMs: number
+  /** one upstream list+watch per scope, shared by every local client (off: each client's own, relayed) */
+  sharedWatches: boolean
 }
 
 export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
@@ -85,6 +87,7 @@ export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
   healthFailures: 3,
   healthSuccesses: 2,
   watchSilenceTimeoutMs: 150_000,
+  sharedWatches: true,
 })
 
 /** 127.0.0.0/8 and ::1 (also as ::ffff:127.x): addresses nobody off this host can reach. */

@@ -167,7 +167,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     streams,
     filters,
     filteredWatches,
-    watchCaches,
+    watchCaches: config.sharedWatches ? watchCaches : undefined,
     cacheBookmarkIntervalMs: options.cacheBookmarkIntervalMs,
     observer: metrics,
     offlineBookmarkIntervalMs: options.offlineBookmarkIntervalMs ?? 10_000,

@@ -63,6 +63,7 @@ t.test('defaults', async t => {
     healthFailures: 3,
     healthSuccesses: 2,
     watchSilenceTimeoutMs: 150_000,
+    sharedWatches: true,
   })
 })
 
@@ -106,6 +107,7 @@ const each: [string, string, keyof HubConfig, unknown][] = [
   ['health-failures', '5', 'healthFailures', 5],
   ['health-successes', '1', 'healthSuccesses', 1],
   ['watch-silence', '90s', 'watchSilenceTimeoutMs', 90_000],
+  ['shared-watches', 'false', 'sharedWatches', false],
 ]
 
 t.test('each flag, as --flag value and --flag=value', async t => {
