@@ -11,6 +11,7 @@ import type { CachedObject, ResourceKey, WireFormat } from '../cache/types.ts'
 import type { CacheStore } from '../cache/store.ts'
 import { numericVersion } from '../cache/store.ts'
 import type { ParsedScope } from '../cache/scope.ts'
+import { vouchedFields } from '../cache/scope.ts'
 import { storageKey } from '../continue-token.ts'
 import type { EventType, ReflectorSink } from './reflector.ts'
 
@@ -63,8 +64,16 @@ export class WatchCache implements ReflectorSink {
   /** changes apply one at a time, in order: each is on disk before it is dispatched */
   private queue: Promise<void> = Promise.resolve()
 
+  /** field values the scope's selector vouches for (kubelet's spec.nodeName), stored with each object */
+  private readonly fields: Record<string, string> | undefined
+
   constructor(readonly options: WatchCacheOptions) {
     this.windowSize = options.windowSize ?? 4096
+    this.fields = vouchedFields(options.scope)
+  }
+
+  private vouched(object: CachedObject): CachedObject {
+    return this.fields ? { ...object, fields: { ...object.fields, ...this.fields } } : object
   }
 
   /** what the objects are: the format asked for, unless the apiserver answered in another (JSON for `protobuf, *\/*`) */
@@ -96,7 +105,8 @@ export class WatchCache implements ReflectorSink {
     this.apiVersion ||= object.apiVersion
   }
 
-  replace(items: CachedObject[], resourceVersion: string, format?: WireFormat): Promise<void> {
+  replace(listed: CachedObject[], resourceVersion: string, format?: WireFormat): Promise<void> {
+    const items = listed.map(o => this.vouched(o))
     return this.serially(async () => {
       if (format) this.answered = format
       const listVersion = numericVersion(resourceVersion)
@@ -144,7 +154,8 @@ export class WatchCache implements ReflectorSink {
     return events
   }
 
-  event(type: EventType, object: CachedObject): Promise<void> {
+  event(type: EventType, received: CachedObject): Promise<void> {
+    const object = this.vouched(received)
     return this.serially(async () => {
       this.learnKind(object)
       const store = this.options.store
