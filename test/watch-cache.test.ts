@@ -154,3 +154,26 @@ t.test('an outage: watches stay open, and after it every client converges withou
   t.equal(await lists(), listsBefore, 'no local client listed again')
   t.equal(h.simulator.countRequests(r => !r.watch && r.verb === 'list' && r.path.endsWith('/endpointslices') && String(r.headers['user-agent']).startsWith('outpost/')) >= 1, true, 'the hub relisted its scope itself')
 })
+
+t.test('two scopes of one component: an object leaving one is still served by the other, online and offline', async t => {
+  const h = await startHarness({ demo: true, config: { healthIntervalMs: 100 } })
+  t.teardown(() => h.close())
+  h.simulator.create(slice('two-scopes', '10.2.0.1'))
+  h.simulator.patch('discovery.k8s.io/v1', 'EndpointSlice', 'default', 'two-scopes', { metadata: { labels: { tier: 'web' } } })
+  const base = `${h.url}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices`
+  const names = async (selector: string) => {
+    const res = await request(`${base}?labelSelector=${encodeURIComponent(selector)}`, { headers: { 'user-agent': kubeProxy } })
+    return ((await res.body.json()) as any).items.map((s: any) => s.metadata.name)
+  }
+  t.ok((await names('app=cache-test')).includes('two-scopes'))
+  t.ok((await names('tier=web')).includes('two-scopes'))
+  // it leaves the app=cache-test scope (a DELETED there), and stays in tier=web
+  h.simulator.patch('discovery.k8s.io/v1', 'EndpointSlice', 'default', 'two-scopes', { metadata: { labels: { app: 'elsewhere' } } })
+  await eventually(async () => !(await names('app=cache-test')).includes('two-scopes'), 10_000, 'the object to leave the first scope')
+  t.ok((await names('tier=web')).includes('two-scopes'), 'online, the other scope still serves it')
+  await goDark(h)
+  t.notOk((await names('app=cache-test')).includes('two-scopes'), 'offline, not in the scope it left')
+  t.ok((await names('tier=web')).includes('two-scopes'), 'offline, still in the other')
+  const held = await h.hub.store.list({ component: 'shared-json', group: 'discovery.k8s.io', version: 'v1', resource: 'endpointslices' }, (await import('../lib/cache/scope.ts')).parseScope({ namespace: 'default', labelSelector: 'tier=web', fieldSelector: '' }))
+  t.ok(held?.items.some(o => o.name === 'two-scopes'), 'and the disk cache holds it for that scope')
+})
