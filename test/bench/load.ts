@@ -18,6 +18,15 @@ export function clientHeaders(userAgent: string, format: Format): Record<string,
     : { 'user-agent': userAgent, accept: `${protobufType}, */*`, 'accept-encoding': 'gzip' }
 }
 
+/**
+ * kubectl with a token of its own: the hub relays it (someone else's identity is neither cached nor
+ * answered from the hub's caches or shared watches), so it is the pass-through baseline. The
+ * simulator takes any token.
+ */
+export function passThroughHeaders(format: Format): Record<string, string> {
+  return { ...clientHeaders(userAgents.kubectl, format), authorization: 'Bearer bench-pass-through' }
+}
+
 /** a wall-clock time in ms comparable across processes */
 export const clock = (): number => performance.timeOrigin + performance.now()
 

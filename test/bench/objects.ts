@@ -149,6 +149,8 @@ export const bulkConfigMap = (i: number): any => configMap(`cm-${i}`, bulkNamesp
 export const kubeProxySelector = '!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name'
 export const slicesPath = `/apis/discovery.k8s.io/v1/endpointslices?labelSelector=${encodeURIComponent(kubeProxySelector)}&limit=500&resourceVersion=0`
 export const slicesWatchPath = (rv: string): string => `/apis/discovery.k8s.io/v1/endpointslices?labelSelector=${encodeURIComponent(kubeProxySelector)}&resourceVersion=${rv}&watch=true`
+/** one service's slices: a scope of its own, to warm the hub's caching and filtering paths up */
+export const warmUpPath = `/apis/discovery.k8s.io/v1/endpointslices?labelSelector=${encodeURIComponent(`kubernetes.io/service-name=${serviceName(0)}`)}&resourceVersion=0`
 export const podsPath = '/api/v1/pods?limit=500&resourceVersion=0'
 export const bulkConfigMapsPath = `/api/v1/namespaces/${bulkNamespace}/configmaps?limit=500&resourceVersion=0`
 export const smallConfigMapPath = `/api/v1/namespaces/${benchNamespace}/configmaps/${smallConfigMap}`

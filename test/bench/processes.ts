@@ -15,6 +15,8 @@ export const root = fileURLToPath(new URL('../..', import.meta.url))
 const debug = Boolean(process.env.BENCH_DEBUG)
 /** node options for the hub's process, for experiments: BENCH_HUB_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" */
 const hubNodeArgs = (process.env.BENCH_HUB_NODE_ARGS ?? '').split(' ').filter(a => a !== '')
+/** extra hub flags for every hub the bench starts: BENCH_HUB_ARGS="--shared-watches=false" */
+export const hubExtraArgs = (process.env.BENCH_HUB_ARGS ?? '').split(' ').filter(a => a !== '')
 
 /** `npm run build` (into `outDir`, default dist/): the hub the bench runs is the production build. */
 export function buildHub(outDir = path.join(root, 'dist')): string {
@@ -154,6 +156,7 @@ export class HubProcess {
       '--health-interval', '200ms',
       '--health-failures', '2',
       '--health-successes', '1',
+      ...hubExtraArgs,
       ...(options.extraArgs ?? []),
     ]
     const spawnedAt = performance.now()

@@ -96,6 +96,8 @@ export interface Results {
   /** the commit the hub was built from, and whether the work tree had changes */
   commit: string
   dirty: boolean
+  /** flags given to every hub besides the bench's own (BENCH_HUB_ARGS) */
+  hubArgs: string[]
   startedAt: string
   seconds: number
   machine: { cpus: number; cpuModel: string; memoryGiB: number; node: string; loadAverage: number[] }

@@ -6,13 +6,14 @@
 //   BENCH_OUT=path      where the results go (default bench/results.json, quick: bench/results-quick.json)
 //   BENCH_BUILD_DIR=dir build the hub there instead of dist/
 //   BENCH_DEBUG=1       the hub's debug log and the simulator's output on this terminal
+//   BENCH_HUB_ARGS      extra flags for every hub started (e.g. "--shared-watches=false")
 //   BENCH_HUB_NODE_ARGS node options for the hub's processes (e.g. "--cpu-prof --cpu-prof-dir=/tmp/p")
 import { spawnSync } from 'node:child_process'
 import path from 'node:path'
 import { request } from 'undici'
 import { fullCounts, quickCounts } from './context.ts'
 import type { Context } from './context.ts'
-import { buildHub, HubProcess, root, SimProcess } from './processes.ts'
+import { buildHub, hubExtraArgs, HubProcess, root, SimProcess } from './processes.ts'
 import { protobufType } from './load.ts'
 import { formatTable, machine, naRow, writeResults } from './report.ts'
 import type { Results, Row } from './report.ts'
@@ -88,6 +89,7 @@ async function main(): Promise<void> {
   const results: Results = {
     quick,
     ...gitState(),
+    hubArgs: hubExtraArgs,
     startedAt: new Date(Date.now() - (performance.now() - started)).toISOString(),
     seconds: Math.round((performance.now() - started) / 100) / 10,
     machine: machine(),
@@ -100,7 +102,7 @@ async function main(): Promise<void> {
   console.log(`\n${formatTable(`outpost bench${quick ? ' (BENCH_QUICK)' : ''}: the built hub in its own process vs its baseline, same run`, rows)}`)
   console.log(`\n${formatTable('service topology filter, in-process (no network): per watch frame', inProcess)}`)
   const missed = rows.filter(r => r.met === false).map(r => r.id)
-  console.log(`\n${results.seconds} s, hub built from ${results.commit.slice(0, 10)}${results.dirty ? ' + uncommitted changes' : ''}, on ${results.machine.cpus} x ${results.machine.cpuModel} (load ${results.machine.loadAverage.join(' ')}); written to ${path.relative(process.cwd(), out)}`)
+  console.log(`\n${results.seconds} s, hub built from ${results.commit.slice(0, 10)}${results.dirty ? ' + uncommitted changes' : ''}${hubExtraArgs.length > 0 ? ` with ${hubExtraArgs.join(' ')}` : ''}, on ${results.machine.cpus} x ${results.machine.cpuModel} (load ${results.machine.loadAverage.join(' ')}); written to ${path.relative(process.cwd(), out)}`)
   console.log(missed.length === 0 ? 'every target met' : `targets missed: ${missed.join(', ')}`)
 }
 
