@@ -1,6 +1,6 @@
 // What the service topology filter needs to know, kept fresh by the hub itself: every Node's labels
 // (this node's pool and the pool's members follow from them) and every Service's topology
-// annotation. Two metadata-only reflectors (lib/metadata-reflector.ts) run with the hub's own
+// annotation. Two metadata-only reflectors (the watch caches' own, lib/watch/reflector.ts) run with the hub's own
 // credentials. Only a change of what the filter reads counts: a Node heartbeat that changes no
 // label is read and dropped, nothing is written. What the filter reads is kept on disk (one small
 // state file, written when it changes), so the context is known again after a restart while the
@@ -9,8 +9,11 @@ import { EventEmitter } from 'node:events'
 import type { Logger } from 'pino'
 import type { Upstream } from './upstream.ts'
 import type { LiveStreams } from './streams.ts'
-import { MetadataReflector } from './metadata-reflector.ts'
-import type { EventType, Metadata, ReflectorTarget } from './metadata-reflector.ts'
+import { Reflector } from './watch/reflector.ts'
+import type { EventType, ReflectorSink } from './watch/reflector.ts'
+import type { CachedObject } from './cache/types.ts'
+import { objectMeta } from './codec/protobuf.ts'
+import { memberRanges } from './codec/json-scan.ts'
 import { nodePoolLabel, topologyAnnotation } from '../filters/topology.ts'
 import type { TopologyContext } from '../filters/topology.ts'
 import { numericVersion } from './cache/store.ts'
@@ -42,6 +45,30 @@ interface SavedState {
 
 const stateName = 'topology'
 
+/** Metadata-only requests (`as=PartialObjectMetadata`, protobuf where the apiserver offers it). */
+export const metadataAccept = {
+  list: 'application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json',
+  watch: 'application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json',
+}
+
+interface Metadata {
+  name: string
+  namespace: string
+  labels: Record<string, string>
+  annotations: Record<string, string>
+}
+
+/** What the filter reads of an object: its labels and annotations, from either wire format. */
+function metadataOf(object: CachedObject): Metadata {
+  if (object.format === 'protobuf') {
+    const meta = objectMeta(object.body)
+    return { name: object.name, namespace: object.namespace, labels: meta.labels, annotations: meta.annotations }
+  }
+  const range = memberRanges(object.body, ['metadata']).get('metadata')
+  const meta = (range ? JSON.parse(object.body.toString('utf8', range.start, range.end)) : {}) as Partial<Metadata>
+  return { name: object.name, namespace: object.namespace, labels: meta.labels ?? {}, annotations: meta.annotations ?? {} }
+}
+
 const sameLabels = (a: Record<string, string> | undefined, b: Record<string, string> | undefined) => {
   const ka = Object.keys(a ?? {})
   const kb = Object.keys(b ?? {})
@@ -52,7 +79,7 @@ const sameLabels = (a: Record<string, string> | undefined, b: Record<string, str
 export class TopologySource extends EventEmitter {
   private readonly nodeLabels = new Map<string, Record<string, string>>()
   private readonly annotations = new Map<string, string>()
-  private readonly reflectors: MetadataReflector[] = []
+  private readonly reflectors: Reflector[] = []
   /** the newest version each reflector's stream has reached */
   private readonly reached = new Map<string, bigint>()
   private changePending = false
@@ -121,16 +148,14 @@ export class TopologySource extends EventEmitter {
       .catch(error => this.options.log.warn({ err: (error as Error).message }, 'topology: context not saved'))
   }
 
-  private target(resource: string, path: string, replace: (items: Metadata[]) => boolean, apply: (type: EventType, item: Metadata) => boolean): ReflectorTarget {
+  private target(resource: string, replace: (items: Metadata[]) => boolean, apply: (type: EventType, item: Metadata) => boolean): ReflectorSink {
     return {
-      path,
-      resource,
       replace: items => {
-        if (replace(items)) this.changed()
+        if (replace(items.map(metadataOf))) this.changed()
       },
-      apply: (type, item) => {
+      event: (type, item) => {
         this.stats.events++
-        if (apply(type, item)) this.changed()
+        if (apply(type, metadataOf(item))) this.changed()
       },
       progress: rv => this.reached.set(resource, numericVersion(rv)),
     }
@@ -138,7 +163,6 @@ export class TopologySource extends EventEmitter {
 
   private readonly nodes = this.target(
     'nodes',
-    '/api/v1/nodes',
     items => {
       const before = new Map(this.nodeLabels)
       this.nodeLabels.clear()
@@ -156,7 +180,6 @@ export class TopologySource extends EventEmitter {
 
   private readonly services = this.target(
     'services',
-    '/api/v1/services',
     items => {
       const before = new Map(this.annotations)
       this.annotations.clear()
@@ -187,8 +210,12 @@ export class TopologySource extends EventEmitter {
       for (const [key, value] of Object.entries(saved.annotations)) this.annotations.set(key, value)
       if (this.known) setImmediate(() => this.emit('change'))
     }
-    const listed = [this.nodes, this.services].map(target => {
-      const reflector = new MetadataReflector(target, { ...this.options })
+    const targets: [string, string, ReflectorSink][] = [
+      ['/api/v1/nodes', 'nodes', this.nodes],
+      ['/api/v1/services', 'services', this.services],
+    ]
+    const listed = targets.map(([path, resource, sink]) => {
+      const reflector = new Reflector(path, resource, sink, { ...this.options, accept: metadataAccept })
       this.reflectors.push(reflector)
       return new Promise<void>(resolve => void reflector.run(resolve))
     })

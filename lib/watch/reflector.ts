@@ -76,9 +76,11 @@ export class Reflector {
       } catch (error) {
         resourceVersion = ''
         if (this.stopped) break
-        const wait = error instanceof Relist ? 0 : backoff.next()
-        if (!(error instanceof Relist)) this.options.log.warn({ resource: this.resource, err: (error as Error).message, retryInMs: wait }, `${this.resource}: list/watch failed, retrying in ${wait} ms`)
-        if (wait > 0) await this.sleep(wait)
+        // as client-go's reflector: every failure, a 410 included, waits its backoff before the next list
+        const wait = backoff.next()
+        const level = error instanceof Relist ? 'debug' : 'warn'
+        this.options.log[level]({ resource: this.resource, err: (error as Error).message, retryInMs: wait }, `${this.resource}: list/watch failed, retrying in ${wait} ms`)
+        await this.sleep(wait)
       }
     }
   }

@@ -1,11 +1,12 @@
-// The hub's own reflectors: they back off like client-go's against an apiserver that answers
-// garbage, say which resource failed, and read only metadata.
+// The reflector the watch caches and the topology context share: it backs off like client-go's
+// against an apiserver that answers garbage, says which resource failed, and reads only metadata when asked.
 import t from 'tap'
 import http from 'node:http'
 import { once } from 'node:events'
 import { Backoff } from '../lib/backoff.ts'
-import { MetadataReflector } from '../lib/metadata-reflector.ts'
-import type { Metadata } from '../lib/metadata-reflector.ts'
+import { Reflector } from '../lib/watch/reflector.ts'
+import { metadataAccept } from '../lib/topology.ts'
+import type { CachedObject } from '../lib/cache/types.ts'
 import { Upstream } from '../lib/upstream.ts'
 import { LiveStreams } from '../lib/streams.ts'
 import { ApiServerSimulator } from './simulator/index.ts'
@@ -41,11 +42,8 @@ t.test('a reflector against an apiserver that answers garbage waits longer each 
     return wait
   }
   const { logger, text } = capturingLogger()
-  const items: Metadata[][] = []
-  const reflector = new MetadataReflector(
-    { path: '/api/v1/nodes', resource: 'nodes', replace: list => items.push(list), apply: () => {} },
-    { upstream, streams: new LiveStreams(), isOnline: () => true, log: logger, backoff },
-  )
+  const items: CachedObject[][] = []
+  const reflector = new Reflector('/api/v1/nodes', 'nodes', { replace: list => void items.push(list), event: () => {}, progress: () => {} }, { upstream, streams: new LiveStreams(), isOnline: () => true, log: logger, backoff, accept: metadataAccept })
   void reflector.run()
   t.teardown(async () => {
     reflector.halt()
@@ -57,7 +55,7 @@ t.test('a reflector against an apiserver that answers garbage waits longer each 
   for (let i = 1; i < 6; i++) t.ok(seen[i] - seen[i - 1] >= waits[i - 1] - 5, `attempt ${i + 1} came after its wait (${Math.round(seen[i] - seen[i - 1])} ms ≥ ${waits[i - 1]} ms)`)
   t.same(items, [], 'nothing taken from a list it could not read')
   t.match(text(), /"resource":"nodes"/)
-  t.match(text(), /nodes: an item without metadata\.name/, 'the error names the resource it read')
+  t.match(text(), /list nodes: .*without metadata\.name/, 'the error names the resource it read')
   t.notMatch(text(), /EndpointSlice/)
 })
 
@@ -67,15 +65,16 @@ t.test('the reflector asks for metadata only and follows the stream', async t =>
   const upstream = new Upstream({ servers: [new URL(simulator.url)], credentials: {} })
   const state = new Map<string, Record<string, string>>()
   let reached = ''
-  const reflector = new MetadataReflector(
+  const labels = (n: CachedObject) => (JSON.parse(n.body.toString()) as any).metadata.labels ?? {}
+  const reflector = new Reflector(
+    '/api/v1/nodes',
+    'nodes',
     {
-      path: '/api/v1/nodes',
-      resource: 'nodes',
-      replace: list => list.forEach(n => state.set(n.name, n.labels)),
-      apply: (type, n) => (type === 'DELETED' ? state.delete(n.name) : state.set(n.name, n.labels)),
+      replace: list => list.forEach(n => state.set(n.name, labels(n))),
+      event: (type, n) => void (type === 'DELETED' ? state.delete(n.name) : state.set(n.name, labels(n))),
       progress: rv => (reached = rv),
     },
-    { upstream, streams: new LiveStreams(), isOnline: () => true, log: capturingLogger().logger },
+    { upstream, streams: new LiveStreams(), isOnline: () => true, log: capturingLogger().logger, accept: { list: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1', watch: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1' } },
   )
   void reflector.run()
   t.teardown(async () => {
