@@ -1,0 +1,219 @@
+// Checks shared by the object filters' tests (masterservice, serviceenvupdater, forwardkubesvctraffic,
+// discardcloudservice, nodeportisolation, inclusterconfig): one case runs the JSON filter on a frozen
+// object and the protobuf filter on the apiserver's bytes for it (typed.ts), and checks they agree;
+// the fuzzers feed malformed shapes and bytes.
+import type { Test } from 'tap'
+import type { FilterContext, ObjectFilter } from '../../filters/object-filter.ts'
+import { ProtobufError } from '../../lib/codec/wire.ts'
+import { spansOf } from '../../filters/protobuf-edit.ts'
+import { decodeObject, encodeObject } from '../../lib/codec/typed.ts'
+
+export type Json = any // eslint-disable-line @typescript-eslint/no-explicit-any
+
+export function deepFreeze<T>(v: T): T {
+  if (typeof v === 'object' && v !== null && !Object.isFrozen(v)) {
+    Object.freeze(v)
+    for (const child of Object.values(v)) deepFreeze(child)
+  }
+  return v
+}
+
+export const clone = <T>(v: T): T => structuredClone(v)
+
+export function context(over: Partial<FilterContext> = {}): FilterContext & { warnings: string[] } {
+  const warnings: string[] = []
+  return { hub: { host: '169.254.2.1', port: 10268 }, nodePool: 'shanghai', warn: (f, reason) => warnings.push(`${f}: ${reason}`), ...over, warnings }
+}
+
+/** Paths (a.b.0.c) where two JSON values differ. */
+export function diffPaths(a: unknown, b: unknown, path = ''): string[] {
+  if (Object.is(a, b)) return []
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null || Array.isArray(a) !== Array.isArray(b)) return [path]
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)])
+  const out: string[] = []
+  for (const k of keys) out.push(...diffPaths((a as Json)[k], (b as Json)[k], path === '' ? k : `${path}.${k}`))
+  return out
+}
+
+export type Expect = 'same' | 'dropped' | ((input: Json) => Json)
+
+/**
+ * One case in both formats. expect: 'same' (the input itself), 'dropped' (null), or a function of
+ * the input giving the expected JSON result; `changed` lists the paths the change may touch (the
+ * protobuf result, decoded, differs from the decoded input exactly there).
+ */
+export function checkCase(
+  t: Test,
+  filter: ObjectFilter,
+  apiVersion: string,
+  object: Json,
+  expect: Expect,
+  ctx: FilterContext = context(),
+  changed?: string[],
+): void {
+  const kind = object.kind as string
+  const frozen = deepFreeze(clone(object))
+  // JSON, as a list item (no kind) and as a single object
+  const item = deepFreeze(Object.fromEntries(Object.entries(frozen).filter(([k]) => k !== 'kind' && k !== 'apiVersion')))
+  const want = typeof expect === 'function' ? expect(clone(object)) : undefined
+  for (const [label, input] of [['object', frozen], ['list item', item]] as const) {
+    const out = filter.json(input, kind, ctx)
+    if (expect === 'same') t.equal(out, input, `json ${label}: the same reference`)
+    else if (expect === 'dropped') t.equal(out, null, `json ${label}: dropped`)
+    else {
+      t.not(out, input, `json ${label}: a new object`)
+      const expected = label === 'object' ? want : Object.fromEntries(Object.entries(want).filter(([k]) => k !== 'kind' && k !== 'apiVersion'))
+      t.same(out, expected, `json ${label}: as expected`)
+      t.equal(filter.json(out, kind, ctx), out, `json ${label}: a filtered object passes as it is`)
+    }
+  }
+  // protobuf, from the apiserver's bytes for the object
+  const raw = encodeObject(object, apiVersion, kind)
+  const before = Buffer.from(raw)
+  const out = filter.protobuf(raw, kind, ctx)
+  t.ok(raw.equals(before), 'protobuf input not mutated')
+  if (expect === 'same') t.equal(out, raw, 'protobuf: the same Buffer')
+  else if (expect === 'dropped') t.equal(out, null, 'protobuf: dropped')
+  else {
+    t.ok(Buffer.isBuffer(out) && out !== raw, 'protobuf: a new Buffer')
+    t.ok(out!.equals(encodeObject(want, apiVersion, kind)), 'protobuf: the bytes the apiserver would write for the JSON result')
+    t.same(decodeObject(out!, apiVersion, kind), decodeObject(encodeObject(want, apiVersion, kind), apiVersion, kind), 'protobuf decoded = JSON result')
+    if (changed) {
+      const diff = diffPaths(decodeObject(raw, apiVersion, kind), decodeObject(out!, apiVersion, kind))
+      t.same(diff.filter(p => !changed.some(c => p === c || p.startsWith(`${c}.`))), [], `only ${changed.join(', ')} changed`)
+    }
+    t.equal(filter.protobuf(out!, kind, ctx), out, 'protobuf: a filtered object passes as it is')
+  }
+}
+
+/** The fields of a protobuf message: number, whole bytes (tag included), payload. */
+export function fieldBytes(buf: Buffer): { field: number; bytes: Buffer; payload: Buffer }[] {
+  return spansOf(buf).map(s => ({ field: s.field, bytes: buf.subarray(s.tagStart, s.next), payload: buf.subarray(s.start, s.end) }))
+}
+
+// --- fuzzing ------------------------------------------------------------------------------------
+
+const odd: unknown[] = [
+  null,
+  undefined,
+  0,
+  -1,
+  1.5,
+  NaN,
+  '',
+  'x',
+  'true',
+  true,
+  [],
+  [null],
+  [[]],
+  {},
+  { '': null },
+  { __proto__: null },
+  Object.create(null),
+  [{ name: 'https' }, 3],
+  'x'.repeat(100_000),
+  deep(2000),
+]
+
+function deep(n: number): unknown {
+  let v: unknown = {}
+  for (let i = 0; i < n; i++) v = i % 2 ? { spec: v, metadata: v } : [v]
+  return v
+}
+
+/** Every path of a JSON value (objects and arrays), '' for the root. */
+function paths(v: unknown, path: string[] = []): string[][] {
+  const out = [path]
+  if (typeof v === 'object' && v !== null) for (const [k, c] of Object.entries(v)) out.push(...paths(c, [...path, k]))
+  return out
+}
+
+function replaceAt(v: unknown, path: string[], value: unknown): unknown {
+  if (path.length === 0) return value
+  const copy: Json = Array.isArray(v) ? [...v] : { ...(v as Json) }
+  copy[path[0]] = replaceAt((v as Json)[path[0]], path.slice(1), value)
+  return copy
+}
+
+/**
+ * The JSON filter on the object with each of its paths replaced by each odd value, as an item of
+ * every kind the test names: never a throw, never a mutation, always the input, null or an object.
+ * Returns how many shapes were tried.
+ */
+export function fuzzJson(t: Test, filter: ObjectFilter, objects: Json[], ctxs: FilterContext[]): number {
+  let tried = 0
+  const problems: string[] = []
+  for (const object of objects) {
+    for (const path of paths(object)) {
+      for (const value of odd) {
+        const input = deepFreeze(replaceAt(object, path, value))
+        for (const kind of [object.kind, 'Service', 'Pod', '', 'List']) {
+          for (const ctx of ctxs) {
+            tried++
+            try {
+              const out = filter.json(input, kind, ctx)
+              if (!(Object.is(out, input) || out === null || (typeof out === 'object' && !Array.isArray(out)))) problems.push(`${path.join('.')}=${String(value)}: ${String(out)}`)
+            } catch (error) {
+              problems.push(`${path.join('.')}=${String(value)} (${kind}): threw ${(error as Error).message}`)
+            }
+          }
+        }
+      }
+    }
+  }
+  for (const value of odd) for (const ctx of ctxs) t.doesNotThrow(() => filter.json(value, 'Service', ctx))
+  t.same(problems.slice(0, 5), [], `${tried} malformed JSON shapes: no throw, no mutation`)
+  return tried
+}
+
+function xorshift(seed: number): () => number {
+  let x = seed >>> 0 || 1
+  return () => {
+    x ^= x << 13
+    x >>>= 0
+    x ^= x >>> 17
+    x ^= x << 5
+    x >>>= 0
+    return x
+  }
+}
+
+/**
+ * The protobuf filter on every prefix of each buffer, on each buffer with one byte changed at every
+ * offset, and on random bytes: a Buffer, null or a ProtobufError, the input never mutated.
+ */
+export function fuzzProtobuf(t: Test, filter: ObjectFilter, kind: string, buffers: Buffer[], ctx: FilterContext): number {
+  const inputs: Buffer[] = []
+  for (const b of buffers) {
+    for (let n = 0; n < b.length; n++) inputs.push(b.subarray(0, n))
+    for (let i = 0; i < b.length; i++) {
+      for (const x of [0x01, 0x07, 0x80, 0xff]) {
+        const m = Buffer.from(b)
+        m[i] ^= x
+        inputs.push(m)
+      }
+    }
+  }
+  const rand = xorshift(2481)
+  for (let n = 0; n < 2000; n++) {
+    const b = Buffer.allocUnsafe(rand() % 64)
+    for (let i = 0; i < b.length; i++) b[i] = rand() & 0xff
+    inputs.push(b)
+  }
+  const problems: string[] = []
+  let thrown = 0
+  for (const input of inputs) {
+    const before = Buffer.from(input)
+    try {
+      const out = filter.protobuf(input, kind, ctx)
+      if (!(out === null || Buffer.isBuffer(out))) problems.push(`returned ${String(out)}`)
+    } catch (error) {
+      if (error instanceof ProtobufError) thrown++
+      else problems.push(`${(error as Error).name}: ${(error as Error).message} on ${before.toString('hex').slice(0, 80)}`)
+    }
+    if (!input.equals(before)) problems.push('input mutated')
+  }
+  t.same(problems.slice(0, 5), [], `${inputs.length} malformed protobuf inputs (${thrown} ProtobufError): nothing else thrown, no input mutated`)
+  return inputs.length
+}
