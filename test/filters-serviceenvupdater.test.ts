@@ -91,9 +91,9 @@ t.test('malformed protobuf on the path', async t => {
   t.throws(() => filter.protobuf(messageField(2, messageField(2, messageField(7, varintField(1, 1)))), 'Pod', context()), ProtobufError, 'env name not a string')
   t.throws(() => filter.protobuf(messageField(2, messageField(34, varintField(1, 1))), 'Pod', context()), ProtobufError, 'ephemeral common not a message')
   const ok = messageField(2, container)
-  t.same(decodeObject(filter.protobuf(ok, 'Pod', context())!, 'v1', 'Pod').spec.containers[0].env, [{ name: HOST, value: hub.host }])
+  t.same((decodeObject(filter.protobuf(ok, 'Pod', context())!, 'v1', 'Pod') as Json).spec.containers[0].env, [{ name: HOST, value: hub.host }])
   const twice = messageField(2, messageField(2, messageField(7, stringField(1, PORT), stringField(2, 'a'), stringField(2, 'b'))))
-  t.same(decodeObject(filter.protobuf(twice, 'Pod', context())!, 'v1', 'Pod').spec.containers[0].env, [{ name: PORT, value: '10268' }], 'a value written twice: one left')
+  t.same((decodeObject(filter.protobuf(twice, 'Pod', context())!, 'v1', 'Pod') as Json).spec.containers[0].env, [{ name: PORT, value: '10268' }], 'a value written twice: one left')
   t.equal(filter.protobuf(ok, 'Service', context()), ok, 'another kind')
 })
 
