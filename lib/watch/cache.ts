@@ -15,6 +15,9 @@ import { vouchedFields } from '../cache/scope.ts'
 import { storageKey } from '../continue-token.ts'
 import type { EventType, ReflectorSink } from './reflector.ts'
 
+/** events whose disk write may be under way before the reflector is held back */
+const maxInFlight = 4096
+
 export interface CacheEvent {
   type: EventType
   object: CachedObject
@@ -61,8 +64,14 @@ export class WatchCache implements ReflectorSink {
   apiVersion = ''
   readonly stats = { relists: 0, replayed: 0, expired: 0 }
   lastUsed = Date.now()
-  /** changes apply one at a time, in order: each is on disk before it is dispatched */
+  /** lists apply one at a time, after every event before them */
   private queue: Promise<void> = Promise.resolve()
+  /** events (and progress) whose disk write is under way, told to watchers in order once written */
+  private readonly inFlight: { written: Promise<unknown>; apply: () => void }[] = []
+  private draining = false
+  private readonly idle: (() => void)[] = []
+  /** the newest version received (its event may still be in flight) */
+  private applied = 0n
 
   /** field values the scope's selector vouches for (kubelet's spec.nodeName), stored with each object */
   private readonly fields: Record<string, string> | undefined
@@ -89,6 +98,7 @@ export class WatchCache implements ReflectorSink {
     for (const object of items) this.objects.set(idOf(object), object)
     this.learnKind(items[0])
     this.resourceVersion = numericVersion(resourceVersion)
+    this.applied = this.resourceVersion
     this.oldest = this.resourceVersion
     this.markSynced()
   }
@@ -117,6 +127,7 @@ export class WatchCache implements ReflectorSink {
       await this.options.store?.replaceScope(this.options.storeKey, this.options.scope, { items, kind: this.kind, apiVersion: this.apiVersion, resourceVersion })
       this.objects.clear()
       for (const object of items) this.objects.set(idOf(object), object)
+      if (listVersion > this.applied) this.applied = listVersion
       if (first) {
         this.resourceVersion = listVersion
         this.oldest = listVersion
@@ -154,39 +165,73 @@ export class WatchCache implements ReflectorSink {
     return events
   }
 
+  /**
+   * One upstream event. Its disk write starts now (the journal keeps the order of calls, and
+   * writes of one moment go out together); it is applied and told to watchers, in order, once
+   * written. The reflector is held back only when many are in flight.
+   */
   event(type: EventType, received: CachedObject): Promise<void> {
     const object = this.vouched(received)
-    return this.serially(async () => {
-      this.learnKind(object)
-      const store = this.options.store
-      if (type === 'DELETED') {
-        this.objects.delete(idOf(object))
-        await store?.remove(this.options.storeKey, object.namespace, object.name, this.options.scope)
-      } else {
-        this.objects.set(idOf(object), object)
-        await store?.put(this.options.storeKey, object, this.options.scope)
-      }
-      const version = numericVersion(object.resourceVersion)
-      this.dispatch({ type, object, resourceVersion: version > this.resourceVersion ? version : this.resourceVersion })
-    })
+    this.learnKind(object)
+    const store = this.options.store
+    const written =
+      type === 'DELETED'
+        ? store?.remove(this.options.storeKey, object.namespace, object.name, this.options.scope)
+        : store?.put(this.options.storeKey, object, this.options.scope)
+    const version = numericVersion(object.resourceVersion)
+    if (version > this.applied) this.applied = version
+    this.inFlight.push({ written: written ?? Promise.resolve(), apply: () => this.dispatch({ type, object, resourceVersion: version }) })
+    this.drain()
+    return this.inFlight.length > maxInFlight ? this.drained() : Promise.resolve()
   }
 
   progress(resourceVersion: string): void {
     const version = numericVersion(resourceVersion)
-    void this.serially(async () => {
-      if (version <= this.resourceVersion) return
-      this.resourceVersion = version
-      for (const listener of this.listeners) listener.onProgress(version)
+    if (version > this.applied) this.applied = version
+    // after the events before it: a watcher must never be told a version ahead of what it was sent
+    this.inFlight.push({
+      written: Promise.resolve(),
+      apply: () => {
+        if (version <= this.resourceVersion) return
+        this.resourceVersion = version
+        for (const listener of this.listeners) listener.onProgress(version)
+      },
     })
+    this.drain()
+  }
+
+  private drain(): void {
+    if (this.draining) return
+    this.draining = true
+    void (async () => {
+      while (this.inFlight.length > 0) {
+        const next = this.inFlight[0]
+        await next.written.catch(error => this.options.log.error({ err: (error as Error).message }, 'watch cache: an event was not written to disk'))
+        this.inFlight.shift()
+        next.apply()
+      }
+      this.draining = false
+      for (const resolve of this.idle.splice(0)) resolve()
+    })()
+  }
+
+  /** Resolves once every event in flight has been applied and told. */
+  private drained(): Promise<void> {
+    return this.inFlight.length === 0 && !this.draining ? Promise.resolve() : new Promise(resolve => this.idle.push(resolve))
   }
 
   private serially(step: () => Promise<void>): Promise<void> {
-    this.queue = this.queue.then(step).catch(error => this.options.log.error({ err: (error as Error).message }, 'watch cache: a change was not applied'))
+    this.queue = this.queue
+      .then(() => this.drained())
+      .then(step)
+      .catch(error => this.options.log.error({ err: (error as Error).message }, 'watch cache: a change was not applied'))
     return this.queue
   }
 
   private dispatch(event: CacheEvent): void {
-    this.resourceVersion = event.resourceVersion
+    if (event.type === 'DELETED') this.objects.delete(idOf(event.object))
+    else this.objects.set(idOf(event.object), event.object)
+    if (event.resourceVersion > this.resourceVersion) this.resourceVersion = event.resourceVersion
     this.window.push(event)
     if (this.window.length > this.windowSize) this.oldest = this.window.shift()!.resourceVersion
     for (const listener of this.listeners) listener.onEvent(event)
