@@ -181,7 +181,9 @@ async function watchRate(ctx: Context, hub: HubProcess, base: string, headers: R
     const { result: rate, cpuMs } = await withCpu([ctx.sim.pid, hub.pid], async () => {
       const start = performance.now()
       const writes = ctx.sim.call('modifySlices', { count })
-      const end = await watch.waitFor(count, 60_000 + count * 10)
+      const end = await watch.waitFor(count, 30_000 + count * 5).catch((error: Error) => {
+        throw new Error(`${headers['user-agent']}'s ${format} watch through ${base === ctx.sim.url ? 'nothing (direct)' : 'the hub'}: ${error.message}`)
+      })
       await writes
       return count / ((end - start) / 1000)
     })
