@@ -283,3 +283,20 @@ t.test('crash safety: SIGKILL mid-burst leaves only whole records, every acknowl
   t.equal(missing, 0, 'every acknowledged object present with at least its acknowledged version')
   t.ok(disk.stats.writes === 0, 'loading wrote nothing')
 })
+
+t.test('a journal closed while it had unsynced writes (a failed write, a compaction switch) does not hold flush() or spin', async t => {
+  const dir = await tempDir(t)
+  const disk = await DiskCache.open(dir, log)
+  await disk.put(pods, jsonObject('default', 'a', '1'))
+  // the state a write failure or a compaction's switch leaves: written, not synced, journal closed
+  const files = (disk as any).collections.get('kubelet/pods.v1.core')
+  await files.journal.close()
+  files.journal = undefined
+  files.dirty = true
+  const flushed = await Promise.race([disk.flush().then(() => 'flushed'), new Promise(resolve => setTimeout(resolve, 2_000, 'hung'))])
+  t.equal(flushed, 'flushed')
+  const cpu = process.cpuUsage()
+  await new Promise(resolve => setTimeout(resolve, 300))
+  const used = process.cpuUsage(cpu)
+  t.ok(used.user + used.system < 200_000, `idle afterwards (${Math.round((used.user + used.system) / 1000)} ms of CPU in 300 ms)`)
+})

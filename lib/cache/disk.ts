@@ -394,10 +394,13 @@ export class DiskCache {
   private startSync(): void {
     if (this.syncing) return
     this.syncing = (async () => {
-      while (this.syncWaiters.length > 0 || [...this.collections.values()].some(f => f.dirty)) {
+      const dirtyNow = () => [...this.collections.values()].filter(f => f.dirty && f.journal)
+      while (this.syncWaiters.length > 0 || dirtyNow().length > 0) {
         const waiters = this.syncWaiters.splice(0)
         await this.writing
-        const dirty = [...this.collections.values()].filter(f => f.dirty && f.journal)
+        // a journal closed since (a failed write, a compaction's switch) has nothing left to sync here
+        for (const files of this.collections.values()) if (!files.journal) files.dirty = false
+        const dirty = dirtyNow()
         let failure: Error | undefined
         await Promise.all(
           dirty.map(async files => {
