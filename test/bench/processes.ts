@@ -217,7 +217,7 @@ export class HubProcess {
   async stop(): Promise<void> {
     if (this.child.exitCode !== null || this.child.signalCode !== null) return
     this.child.kill('SIGTERM')
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), 15_000)
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), 5_000) // a hub that hangs (a busy event loop) never takes its SIGTERM
     await this.exited
     clearTimeout(timer)
   }
