@@ -3,7 +3,7 @@
 // changed; protobuf goes through the wire-level filter. Today there is one filter, service
 // topology, for the configured components' EndpointSlices (v1, v1beta1) and core Endpoints.
 import type { Logger } from 'pino'
-import type { RequestInfo } from '../lib/requestinfo.ts'
+import type { RequestInfo } from '../lib/api/requestinfo.ts'
 import type { WireFormat } from '../lib/cache/types.ts'
 import { filterEndpointsObject } from './servicetopology.ts'
 import type { EndpointsKind, ServiceTopologyInput } from './servicetopology.ts'

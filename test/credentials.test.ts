@@ -19,8 +19,8 @@ import { certificateInfo } from '../certs/pem.ts'
 import { issueCertificate } from '../certs/authority.ts'
 import { generateKeyPair, privateKeyPem } from '../certs/keys.ts'
 import * as x509 from '@peculiar/x509'
-import { clientCertificateFile } from '../lib/credentials.ts'
-import { servingCertificateFile } from '../lib/serving.ts'
+import { clientCertificateFile } from '../lib/certificates/credentials.ts'
+import { servingCertificateFile } from '../lib/certificates/serving.ts'
 
 const tmp = (prefix: string) => mkdtemp(path.join(os.tmpdir(), prefix))
 const fast = { reloadIntervalMs: 100, csrPollIntervalMs: 50 }

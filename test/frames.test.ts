@@ -1,6 +1,6 @@
 import t from 'tap'
 import { Readable } from 'node:stream'
-import { WatchFrameSplitter, FrameTooLargeError, framingOf, maxFrameBytes } from '../lib/frames.ts'
+import { WatchFrameSplitter, FrameTooLargeError, framingOf, maxFrameBytes } from '../lib/api/frames.ts'
 
 async function split(framing: 'json' | 'protobuf', chunks: Buffer[]): Promise<Buffer[]> {
   const out: Buffer[] = []

@@ -5,7 +5,7 @@ import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
 import { stringify } from 'yaml'
-import { KubeconfigError, loadKubeconfig, type UpstreamCredentials } from '../lib/kubeconfig.ts'
+import { KubeconfigError, loadKubeconfig, type UpstreamCredentials } from '../lib/upstream/kubeconfig.ts'
 import { createTestPki, writeKubeconfig, type TestPki } from './helpers/pki.ts'
 
 const TOKEN = 'abcdef.0123456789abcdef-SECRET-TOKEN'

@@ -10,7 +10,7 @@ import { startHarness, eventually, goDark, comeBack } from './helpers/hub.ts'
 import { readWatch as readJsonWatch } from './helpers/watch.ts'
 import type { Harness } from './helpers/hub.ts'
 import { kubeConfigFor } from './helpers/clients.ts'
-import { classify } from '../lib/requestinfo.ts'
+import { classify } from '../lib/api/requestinfo.ts'
 import { decodeUnknown, splitList } from '../lib/codec/protobuf.ts'
 
 const kubeletUA = 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89'

@@ -11,7 +11,7 @@ import { request } from 'undici'
 import { startHarness, eventually } from './helpers/hub.ts'
 import { startDemoCluster } from './simulator/demo.ts'
 import { startHubProcess } from './helpers/hub-process.ts'
-import { WatchFrameSplitter } from '../lib/frames.ts'
+import { WatchFrameSplitter } from '../lib/api/frames.ts'
 import { decodeBody, decodeWatchFrame } from '../lib/codec/typed.ts'
 
 const kubeProxy = { 'user-agent': 'kube-proxy/v1.24.0+0 (linux/amd64) kubernetes/2cc6ddc', accept: 'application/vnd.kubernetes.protobuf, */*' }

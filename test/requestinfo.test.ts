@@ -3,7 +3,7 @@
 // where this hub decides differently on purpose (exec/attach/portforward → connect, */proxy → proxy).
 
 import t from 'tap'
-import { classify, componentOf, isWatch, type RequestInfo } from '../lib/requestinfo.ts'
+import { classify, componentOf, isWatch, type RequestInfo } from '../lib/api/requestinfo.ts'
 
 type Expected = Partial<Omit<RequestInfo, 'query' | 'path'>>
 

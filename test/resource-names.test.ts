@@ -2,8 +2,8 @@
 // admin port answering every short name against a hub that cached them.
 import t from 'tap'
 import { request } from 'undici'
-import { compareVersions, resolveResourceName } from '../lib/resource-names.ts'
-import type { ResourceRef } from '../lib/resource-names.ts'
+import { compareVersions, resolveResourceName } from '../lib/api/resource-names.ts'
+import type { ResourceRef } from '../lib/api/resource-names.ts'
 import { startHarness, eventually } from './helpers/hub.ts'
 
 const cached: ResourceRef[] = [

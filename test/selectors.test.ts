@@ -1,5 +1,5 @@
 import t from 'tap'
-import { matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector } from '../lib/selectors.ts'
+import { matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector } from '../lib/api/selectors.ts'
 
 const labels = { app: 'web', tier: 'front', 'apps.openyurt.io/nodepool': 'shanghai', n: '7', empty: '' }
 

@@ -1,6 +1,6 @@
 // /debug/topology's per-key view, as a table over plain data: the same decision the filters make.
 import t from 'tap'
-import { sliceOf, topologyReport } from '../lib/topology-report.ts'
+import { sliceOf, topologyReport } from '../lib/topology/report.ts'
 import { decodeList } from '../lib/cache/decode.ts'
 import { fixtureBytes } from './helpers/fixtures.ts'
 import type { TopologyContext } from '../filters/topology.ts'

@@ -9,7 +9,7 @@ import { startHarness, eventually, goDark, comeBack } from './helpers/hub.ts'
 import type { Harness } from './helpers/hub.ts'
 import { kubeConfigFor } from './helpers/clients.ts'
 import { readWatch } from './helpers/watch.ts'
-import { WatchFrameSplitter } from '../lib/frames.ts'
+import { WatchFrameSplitter } from '../lib/api/frames.ts'
 import { decodeBody, decodeWatchFrame } from '../lib/codec/typed.ts'
 
 const kubeProxy = 'kube-proxy/v1.24.0+0 (linux/amd64) kubernetes/2cc6ddc'

@@ -4,7 +4,7 @@
 // it for all, in one collection of the hub's own, per representation (legacy, or aggregated
 // discovery with `;as=APIGroupDiscoveryList`).
 import type { ServerResponse } from 'node:http'
-import type { RequestInfo } from '../requestinfo.ts'
+import type { RequestInfo } from '../api/requestinfo.ts'
 import type { CachedObject, ResourceKey } from './types.ts'
 import type { CacheStore } from './store.ts'
 import { everything as everythingScope } from './scope.ts'

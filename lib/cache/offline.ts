@@ -6,7 +6,7 @@
 // field by field for the kinds the hub knows. It answers only what the cache knows whole: a scope
 // never listed, or one with objects whose bodies are lost, is a 503 that says so, never a short list.
 import type { ServerResponse } from 'node:http'
-import type { RequestInfo } from '../requestinfo.ts'
+import type { RequestInfo } from '../api/requestinfo.ts'
 import type { CachedObject, WireFormat } from './types.ts'
 import type { CacheStore, Collection } from './store.ts'
 import { LostObjectError, describeScope, numericVersion } from './store.ts'
@@ -14,16 +14,16 @@ import { resourceKeyOf, scopeOf } from './recorder.ts'
 import { scopeOfName } from './scope.ts'
 import type { ParsedScope } from './scope.ts'
 import { assembleList, encodeUnknown, encodeWatchEvent } from '../codec/protobuf.ts'
-import { decodeContinue, encodeContinue, storageKey } from '../continue-token.ts'
-import { failure, notFound, serviceUnavailable } from '../status.ts'
-import type { Status } from '../status.ts'
+import { decodeContinue, encodeContinue, storageKey } from '../api/continue-token.ts'
+import { failure, notFound, serviceUnavailable } from '../api/status.ts'
+import type { Status } from '../api/status.ts'
 import { bookmarkFrame } from './bookmark.ts'
-import { contentTypeOf, wantedRepresentations } from '../negotiate.ts'
-import type { Wanted } from '../negotiate.ts'
+import { contentTypeOf, wantedRepresentations } from '../api/negotiate.ts'
+import type { Wanted } from '../api/negotiate.ts'
 import { asJson, bodyIn, canTranslate } from './translate.ts'
-import { toTable } from '../tables.ts'
+import { toTable } from '../api/tables.ts'
 
-export { protobufType } from '../negotiate.ts'
+export { protobufType } from '../api/negotiate.ts'
 
 function sendBody(res: ServerResponse, code: number, contentType: string, body: Buffer | string, from?: string): void {
   const headers: Record<string, string | number> = {

@@ -2,7 +2,7 @@
 // events. Decides what is cacheable at all. A recording failure is logged and never fails the
 // client's request: the cache is a copy, the answer is the apiserver's.
 import type { Logger } from 'pino'
-import type { RequestInfo } from '../requestinfo.ts'
+import type { RequestInfo } from '../api/requestinfo.ts'
 import type { ResourceKey, CachedObject, WireFormat } from './types.ts'
 import { CacheStore, parseScope, vouchedFields } from './store.ts'
 import type { ParsedScope } from './store.ts'

@@ -3,8 +3,8 @@
 // narrower ones (a list of everything answers for one namespace; kubelet's `spec.nodeName=<node>`
 // list does not answer for all pods), and remembers through which scopes each object arrived, so
 // a DELETED seen through one scope does not take the object from another that still holds it.
-import { matchesLabels, parseFieldSelector, parseLabelSelector } from '../selectors.ts'
-import type { FieldSelector, LabelRequirement, LabelSelector, FieldRequirement } from '../selectors.ts'
+import { matchesLabels, parseFieldSelector, parseLabelSelector } from '../api/selectors.ts'
+import type { FieldSelector, LabelRequirement, LabelSelector, FieldRequirement } from '../api/selectors.ts'
 
 export interface Scope {
   namespace: string

@@ -12,7 +12,7 @@ import type { CacheStore } from '../cache/store.ts'
 import { numericVersion } from '../cache/store.ts'
 import type { ParsedScope } from '../cache/scope.ts'
 import { vouchedFields } from '../cache/scope.ts'
-import { storageKey } from '../continue-token.ts'
+import { storageKey } from '../api/continue-token.ts'
 import type { EventType, ReflectorSink } from './reflector.ts'
 
 /** events whose disk write may be under way before the reflector is held back */

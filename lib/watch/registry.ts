@@ -5,9 +5,9 @@
 // grace period is dropped. Disk: each cache writes to one collection per format shared by every
 // component (`shared-json`, `shared-protobuf`), so what kube-proxy and coredns share is written once.
 import type { Logger } from 'pino'
-import type { RequestInfo } from '../requestinfo.ts'
-import type { Upstream } from '../upstream.ts'
-import type { LiveStreams } from '../streams.ts'
+import type { RequestInfo } from '../api/requestinfo.ts'
+import type { Upstream } from '../upstream/upstream.ts'
+import type { LiveStreams } from './streams.ts'
 import type { CacheStore } from '../cache/store.ts'
 import type { ResourceKey, WireFormat } from '../cache/types.ts'
 import { scopeOf } from '../cache/recorder.ts'

@@ -4,14 +4,14 @@
 // forwards it); limit/continue page the cache's snapshot; until a scope's first list is in, 429
 // with Retry-After, as the apiserver's watch cache answers.
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import type { RequestInfo } from '../requestinfo.ts'
+import type { RequestInfo } from '../api/requestinfo.ts'
 import type { WireFormat } from '../cache/types.ts'
 import type { EndpointsFilter } from '../../filters/registry.ts'
 import { scopeOf } from '../cache/recorder.ts'
 import { listBody, paginate } from '../cache/offline.ts'
-import { contentTypeOf, wantedRepresentations } from '../negotiate.ts'
-import { failure } from '../status.ts'
-import { sendStatus } from '../respond.ts'
+import { contentTypeOf, wantedRepresentations } from '../api/negotiate.ts'
+import { failure } from '../api/status.ts'
+import { sendStatus } from '../front/respond.ts'
 import type { WatchCache } from './cache.ts'
 import type { WatchCaches } from './registry.ts'
 import { CacheWatcher } from './watcher.ts'

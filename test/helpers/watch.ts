@@ -2,7 +2,7 @@
 // and how it ended (cleanly, or cut with an error).
 import { pipeline } from 'node:stream'
 import type { Readable } from 'node:stream'
-import { WatchFrameSplitter } from '../../lib/frames.ts'
+import { WatchFrameSplitter } from '../../lib/api/frames.ts'
 
 export interface WatchReader {
   /** the events received so far */

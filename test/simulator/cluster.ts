@@ -3,8 +3,8 @@
 // tokens), version conversion and continue tokens. Used by the HTTP handlers and the
 // programmatic API alike.
 
-import { failure, notFound } from '../../lib/status.ts'
-import { isEmptySelector, matchesFields, matchesLabels, type FieldSelector, type LabelSelector } from '../../lib/selectors.ts'
+import { failure, notFound } from '../../lib/api/status.ts'
+import { isEmptySelector, matchesFields, matchesLabels, type FieldSelector, type LabelSelector } from '../../lib/api/selectors.ts'
 import type { Identity } from './auth.ts'
 import { ApiError, badRequest } from './errors.ts'
 import { keyOf, prepareCreate, sortKeys, specChanged } from './objects.ts'

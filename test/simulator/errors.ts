@@ -1,4 +1,4 @@
-import { failure, type Status, type StatusDetails } from '../../lib/status.ts'
+import { failure, type Status, type StatusDetails } from '../../lib/api/status.ts'
 
 /** An error the simulator answers with a Status object (HTTP) or throws from its programmatic API. */
 export class ApiError extends Error {

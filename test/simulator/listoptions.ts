@@ -4,7 +4,7 @@
 // know sendInitialEvents (ignored, like any unknown parameter) and forbid resourceVersionMatch on
 // watches, so a WatchList client falls back to list+watch as it would against a real v1.24.
 
-import type { RequestInfo } from '../../lib/requestinfo.ts'
+import type { RequestInfo } from '../../lib/api/requestinfo.ts'
 import { ApiError } from './errors.ts'
 
 export interface ListQuery {

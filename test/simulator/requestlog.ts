@@ -2,7 +2,7 @@
 // apiserver, e.g. upstream watches per scope (path, selectors) and format (Accept).
 
 import type { IncomingMessage } from 'node:http'
-import { classify } from '../../lib/requestinfo.ts'
+import { classify } from '../../lib/api/requestinfo.ts'
 
 export interface LoggedRequest {
   method: string

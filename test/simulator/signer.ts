@@ -4,7 +4,7 @@
 // the signer's rules). Both react to store events, after the write that caused them.
 
 import * as x509 from '@peculiar/x509'
-import { notFound } from '../../lib/status.ts'
+import { notFound } from '../../lib/api/status.ts'
 import { clockSkewAllowanceMs, issueCertificate, type CertificateAndKey } from '../../certs/authority.ts'
 import type { Cluster } from './cluster.ts'
 import { parseRequest, usageMeanings } from './csr.ts'

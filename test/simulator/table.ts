@@ -1,10 +1,10 @@
 // The simulator's Tables are the hub's (lib/tables.ts): one set of printers, checked against the
 // recorded apiserver Table in test/simulator-fixtures.test.ts.
-import { toTable as tableOf } from '../../lib/tables.ts'
-import type { IncludeObject } from '../../lib/tables.ts'
+import { toTable as tableOf } from '../../lib/api/tables.ts'
+import type { IncludeObject } from '../../lib/api/tables.ts'
 import type { ResourceEntry } from './resources.ts'
 
-export type { IncludeObject } from '../../lib/tables.ts'
+export type { IncludeObject } from '../../lib/api/tables.ts'
 
 export function toTable(entry: ResourceEntry, objects: any[], listMeta: Record<string, unknown>, include: IncludeObject): any {
   const [group, resource] = entry.storageKey.split('/')

@@ -6,8 +6,8 @@
 // the resourceVersion, then the BOOKMARK annotated k8s.io/initial-events-end that ends it.
 
 import type { ServerResponse } from 'node:http'
-import { failure } from '../../lib/status.ts'
-import type { FieldSelector, LabelSelector } from '../../lib/selectors.ts'
+import { failure } from '../../lib/api/status.ts'
+import type { FieldSelector, LabelSelector } from '../../lib/api/selectors.ts'
 import { matches, parseRV, tooLarge, type Cluster } from './cluster.ts'
 import { sortKeys } from './objects.ts'
 import { watchContentType, watchEventBytes } from './protobuf.ts'

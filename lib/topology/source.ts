@@ -7,16 +7,16 @@
 // cloud is away.
 import { EventEmitter } from 'node:events'
 import type { Logger } from 'pino'
-import type { Upstream } from './upstream.ts'
-import type { LiveStreams } from './streams.ts'
-import { Reflector } from './watch/reflector.ts'
-import type { EventType, ReflectorSink } from './watch/reflector.ts'
-import type { CachedObject } from './cache/types.ts'
-import { objectMeta } from './codec/protobuf.ts'
-import { memberRanges } from './codec/json-scan.ts'
-import { nodePoolLabel, topologyAnnotation } from '../filters/topology.ts'
-import type { TopologyContext } from '../filters/topology.ts'
-import { numericVersion } from './cache/store.ts'
+import type { Upstream } from '../upstream/upstream.ts'
+import type { LiveStreams } from '../watch/streams.ts'
+import { Reflector } from '../watch/reflector.ts'
+import type { EventType, ReflectorSink } from '../watch/reflector.ts'
+import type { CachedObject } from '../cache/types.ts'
+import { objectMeta } from '../codec/protobuf.ts'
+import { memberRanges } from '../codec/json-scan.ts'
+import { nodePoolLabel, topologyAnnotation } from '../../filters/topology.ts'
+import type { TopologyContext } from '../../filters/topology.ts'
+import { numericVersion } from '../cache/store.ts'
 
 /** Where the context is kept between runs (DiskCache.writeState / readState). */
 export interface StateStore {

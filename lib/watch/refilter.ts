@@ -12,13 +12,13 @@
 // stream to move on (the hub asks the apiserver for BOOKMARKs, about one a minute). After
 // `deferMs` it goes out anyway at the version the client holds (client-go, which kube-proxy,
 // coredns and nginx-ingress-controller use, takes that), and once more when the stream moves on.
-import type { WireFormat } from './cache/types.ts'
-import type { CachedObject } from './cache/types.ts'
-import type { EndpointsFilter } from '../filters/registry.ts'
-import { decodeUnknown, decodeWatchEvent, encodeUnknown, encodeWatchEvent, objectMeta, withResourceVersion } from './codec/protobuf.ts'
-import { memberRanges } from './codec/json-scan.ts'
-import { numericVersion } from './cache/store.ts'
-import type { RequestInfo } from './requestinfo.ts'
+import type { WireFormat } from '../cache/types.ts'
+import type { CachedObject } from '../cache/types.ts'
+import type { EndpointsFilter } from '../../filters/registry.ts'
+import { decodeUnknown, decodeWatchEvent, encodeUnknown, encodeWatchEvent, objectMeta, withResourceVersion } from '../codec/protobuf.ts'
+import { memberRanges } from '../codec/json-scan.ts'
+import { numericVersion } from '../cache/store.ts'
+import type { RequestInfo } from '../api/requestinfo.ts'
 
 interface Tracked {
   apiVersion: string

@@ -3,10 +3,10 @@
 // renews them at 80 % of their lifetime.
 import { X509Certificate, createPrivateKey } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
-import { certificateInfo, renewalTime, writePemFile } from '../certs/pem.ts'
-import type { CertificateInfo } from '../certs/pem.ts'
-import { requestCertificate } from '../certs/signing-request.ts'
-import type { ApiCaller, SigningProfile } from '../certs/signing-request.ts'
+import { certificateInfo, renewalTime, writePemFile } from '../../certs/pem.ts'
+import type { CertificateInfo } from '../../certs/pem.ts'
+import { requestCertificate } from '../../certs/signing-request.ts'
+import type { ApiCaller, SigningProfile } from '../../certs/signing-request.ts'
 
 // setTimeout holds at most ~24.8 days; anything further away is looked at again at least this often.
 const maxTimerMs = 60 * 60 * 1000
@@ -52,7 +52,7 @@ export interface NodeCertificateRequest {
 /** A certificate for this node (CN system:node:<node>, O system:nodes) by CSR, stored before it is returned. */
 export async function requestNodeCertificate(api: ApiCaller, request: NodeCertificateRequest): Promise<{ cert: Buffer; key: Buffer }> {
   // the X.509 library is loaded only to make a request (see certs/pem.ts)
-  const { createCertificateRequest } = await import('../certs/csr.ts')
+  const { createCertificateRequest } = await import('../../certs/csr.ts')
   const { csr, key } = await createCertificateRequest({
     commonName: `system:node:${request.nodeName}`,
     organizations: ['system:nodes'],

@@ -5,8 +5,8 @@
 // turns away anonymous requests.
 import type { IncomingMessage } from 'node:http'
 import type { TLSSocket } from 'node:tls'
-import { failure } from './status.ts'
-import type { Status } from './status.ts'
+import { failure } from '../api/status.ts'
+import type { Status } from '../api/status.ts'
 
 export type Authenticate = (req: IncomingMessage) => Status | undefined
 

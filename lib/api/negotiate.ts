@@ -2,7 +2,7 @@
 // client's Accept ranges in order of preference (q values respected), `*/*` meaning JSON, the
 // default serializer; protobuf only for a client that names it. `as=Table` asks for kubectl's
 // Table view.
-import type { WireFormat } from './cache/types.ts'
+import type { WireFormat } from '../cache/types.ts'
 
 export const protobufType = 'application/vnd.kubernetes.protobuf'
 

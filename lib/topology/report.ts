@@ -1,12 +1,12 @@
 // What /debug/topology says per annotated Service: for each key of its annotation, which endpoints
 // (from the EndpointSlices in the cache) that key alone would keep, and which key the filter applies.
 // Pure, over the same decision the filters use, so what it shows is what kube-proxy gets.
-import { decideTopology, parseTopologyKeys } from '../filters/topology.ts'
-import type { EndpointPlace, TopologyContext } from '../filters/topology.ts'
-import { serviceNameLabel, slicePlaces } from '../filters/servicetopology.ts'
-import { slicePlacesRaw } from '../filters/servicetopology-protobuf.ts'
-import { objectMeta } from './codec/protobuf.ts'
-import type { CachedObject } from './cache/types.ts'
+import { decideTopology, parseTopologyKeys } from '../../filters/topology.ts'
+import type { EndpointPlace, TopologyContext } from '../../filters/topology.ts'
+import { serviceNameLabel, slicePlaces } from '../../filters/servicetopology.ts'
+import { slicePlacesRaw } from '../../filters/servicetopology-protobuf.ts'
+import { objectMeta } from '../codec/protobuf.ts'
+import type { CachedObject } from '../cache/types.ts'
 
 export interface ServiceSlices {
   /** namespace/name of the Service */

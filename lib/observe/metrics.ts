@@ -1,11 +1,11 @@
 // Prometheus metrics (prom-client), one registry per hub so tests can run several hubs at once.
 // The proxy reports through the RequestObserver interface; it knows nothing about Prometheus.
 import { Counter, Gauge, Histogram, Registry } from 'prom-client'
-import { qualifiedResource } from './requestinfo.ts'
-import type { RequestInfo } from './requestinfo.ts'
-import type { Collection } from './cache/store.ts'
-import type { WatchCacheObserver } from './watch/registry.ts'
-import { resourceDirName } from './cache/types.ts'
+import { qualifiedResource } from '../api/requestinfo.ts'
+import type { RequestInfo } from '../api/requestinfo.ts'
+import type { Collection } from '../cache/store.ts'
+import type { WatchCacheObserver } from '../watch/registry.ts'
+import { resourceDirName } from '../cache/types.ts'
 
 /** who answered: an apiserver, the cache, or the hub itself (a refusal, a Lease acknowledged offline, a 413) */
 export type Source = 'cloud' | 'cache' | 'hub'

@@ -8,8 +8,8 @@ import net from 'node:net'
 import tls from 'node:tls'
 import type { ConnectionOptions } from 'node:tls'
 import type { UpstreamCredentials } from './kubeconfig.ts'
-import { hubUserAgent } from './config.ts'
-import { readAll } from './body.ts'
+import { hubUserAgent } from '../config.ts'
+import { readAll } from '../front/body.ts'
 
 export interface UpstreamRequest {
   method: string

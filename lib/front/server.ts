@@ -8,7 +8,7 @@ import { forward } from './proxy.ts'
 import { sendStatus } from './respond.ts'
 import type { ProxyOptions } from './proxy.ts'
 import { attachUpgradeProxy } from './upgrade.ts'
-import { failure } from './status.ts'
+import { failure } from '../api/status.ts'
 
 export interface ProxyServerOptions extends Omit<ProxyOptions, 'log'> {
   logger: Logger

@@ -1,7 +1,7 @@
 // Writing responses to clients: Status errors and whole bodies (watch streams: watch-pipeline.ts).
 import type { ServerResponse } from 'node:http'
 import type { Readable } from 'node:stream'
-import type { Status } from './status.ts'
+import type { Status } from '../api/status.ts'
 
 export function sendStatus(res: ServerResponse, status: Status): void {
   if (res.headersSent) {

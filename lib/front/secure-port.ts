@@ -3,12 +3,12 @@
 import { readFile } from 'node:fs/promises'
 import type { AddressInfo } from 'node:net'
 import type { Logger } from 'pino'
-import type { HubConfig } from './config.ts'
+import type { HubConfig } from '../config.ts'
 import { createProxyServer, tlsContextOptions } from './server.ts'
 import type { ProxyServerOptions } from './server.ts'
 import { secureAuthentication } from './authn.ts'
-import { ServingCertificates } from './serving.ts'
-import type { ApiCaller } from '../certs/signing-request.ts'
+import { ServingCertificates } from '../certificates/serving.ts'
+import type { ApiCaller } from '../../certs/signing-request.ts'
 
 export interface SecurePort {
   /** https://<address>:<port> once listening; with a certificate to wait for (csr), later */

@@ -6,7 +6,7 @@
 import { pipeline } from 'node:stream'
 import type { Readable } from 'node:stream'
 import type { ServerResponse } from 'node:http'
-import type { WatchFrameSplitter } from './frames.ts'
+import type { WatchFrameSplitter } from '../api/frames.ts'
 
 export interface WatchStages {
   /** as each frame arrives, concurrently with earlier ones; must not reject */

@@ -8,12 +8,12 @@
 import { createHash } from 'node:crypto'
 import path from 'node:path'
 import type { Logger } from 'pino'
-import { loadKubeconfig } from './kubeconfig.ts'
-import type { UpstreamCredentials } from './kubeconfig.ts'
-import type { HubConfig } from './config.ts'
-import { certificateInfo, renewalTime } from '../certs/pem.ts'
-import { nodeClientCertificate } from '../certs/signing-request.ts'
-import type { ApiCaller } from '../certs/signing-request.ts'
+import { loadKubeconfig } from '../upstream/kubeconfig.ts'
+import type { UpstreamCredentials } from '../upstream/kubeconfig.ts'
+import type { HubConfig } from '../config.ts'
+import { certificateInfo, renewalTime } from '../../certs/pem.ts'
+import { nodeClientCertificate } from '../../certs/signing-request.ts'
+import type { ApiCaller } from '../../certs/signing-request.ts'
 import { certificateMatchesKey, readCertificateAndKey, renewalDelay, repeat, requestNodeCertificate } from './node-certificates.ts'
 
 /** The bootstrapped client certificate and its key, one PEM file, as kubelet keeps its own. */

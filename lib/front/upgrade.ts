@@ -4,9 +4,9 @@ import { STATUS_CODES } from 'node:http'
 import type { IncomingMessage, Server } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { Logger } from 'pino'
-import { Upstream, describeError } from './upstream.ts'
-import { serviceUnavailable } from './status.ts'
-import type { Status } from './status.ts'
+import { Upstream, describeError } from '../upstream/upstream.ts'
+import { serviceUnavailable } from '../api/status.ts'
+import type { Status } from '../api/status.ts'
 import type { Authenticate } from './authn.ts'
 
 const dropOnReplay = new Set(['host', 'proxy-authorization', 'proxy-connection'])
