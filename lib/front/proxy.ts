@@ -15,6 +15,7 @@ import { Upstream, UpstreamUnavailableError, describeError } from '../upstream/u
 import type { UpstreamResponse } from '../upstream/upstream.ts'
 import { failure, serviceUnavailable } from '../api/status.ts'
 import { sendStatus, streamBody } from './respond.ts'
+import { planRequest, shapeOf } from './plan.ts'
 import { streamWatch } from '../watch/pipeline.ts'
 import { serveFromCache } from '../watch/serve.ts'
 import type { WatchCaches } from '../watch/registry.ts'
@@ -115,30 +116,19 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
       return 'hub'
     }
   }
-  // A request with its own credentials is someone else's identity: the hub can neither check it
-  // offline nor let its answers stand for what the node may read, so the cache stays out of it.
-  const actsAsNode = req.headers.authorization === undefined
-  const cacheable = actsAsNode && (options.cache?.policy.isCacheable(info) ?? false)
-  const document = actsAsNode && options.cache !== undefined && isDiscoveryDocument(info)
   const online = options.cloud.isOnline()
-  if (actsAsNode && options.watchCaches?.serves(info)) {
-    const filter = options.filters?.forRequest(info)
-    const served = await serveFromCache(info, req, res, online, {
-      caches: options.watchCaches,
-      filter,
-      bookmarkIntervalMs: options.cacheBookmarkIntervalMs,
-      onRefilterSent: count => options.observer?.refiltered?.(count),
-      watchOpened: end => {
-        options.streams.addHeldWatch(end)
-        const closed = options.observer?.watchOpened(info, 'cache')
-        return () => {
-          options.streams.removeHeldWatch(end)
-          closed?.()
-        }
-      },
-    })
-    if (served) return 'cache'
-  }
+  const actsAsNode = req.headers.authorization === undefined
+  const filter = options.filters?.forRequest(info)
+  const plan = planRequest({
+    actsAsNode,
+    online,
+    cacheable: options.cache?.policy.isCacheable(info) ?? false,
+    document: options.cache !== undefined && isDiscoveryDocument(info),
+    cachedKind: options.cache !== undefined && isCachedKind(info),
+    watchCache: options.watchCaches?.serves(info) ?? false,
+    filtered: filter !== undefined,
+  })
+  if (plan.route === 'watch-cache' && (await answerFromWatchCache(info, req, res, online, filter, options))) return 'cache'
   if (!online) return answerOffline(info, req, res, body, options, options.cloud.outage(), actsAsNode)
 
   let upstreamRes: UpstreamResponse
@@ -157,7 +147,7 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
     if (clientGone.aborted) return 'cloud'
     if (error instanceof UpstreamUnavailableError) {
       options.log.warn({ component: info.component, verb: info.verb, path: info.path, err: error.message }, 'upstream unavailable')
-      if (actsAsNode && (isCachedKind(info) || isDiscoveryDocument(info))) return answerOffline(info, req, res, body, options, error.message, actsAsNode, true)
+      if (plan.fallback) return answerOffline(info, req, res, body, options, error.message, actsAsNode, true)
       sendStatus(res, serviceUnavailable(error.message))
       return 'hub'
     }
@@ -169,28 +159,29 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
 
   const contentType = (upstreamRes.headers['content-type'] as string | undefined) ?? ''
   const format = formatOf(contentType)
-  const ok = upstreamRes.statusCode === 200
-  const recorder = ok && ((cacheable && format) || document) ? options.cache?.recorder : undefined
-  const filter = ok && format ? options.filters?.forRequest(info) : undefined
   const framing = framingOf(contentType)
-  if (isWatch(info) && ok && framing && !upstreamRes.headers['content-encoding']) {
+  const ok = upstreamRes.statusCode === 200
+  const shape = shapeOf(plan, info, { ok, framed: framing !== undefined, encoded: upstreamRes.headers['content-encoding'] !== undefined, decodable: format !== undefined })
+  const recorder = ok && ((plan.record === 'objects' && format) || plan.record === 'document') ? options.cache?.recorder : undefined
+  const outgoing = ok && format ? filter : undefined
+  if (shape === 'watch') {
     res.writeHead(upstreamRes.statusCode, clientResponseHeaders(upstreamRes.headers))
     const closed = options.observer?.watchOpened(info, 'cloud')
     try {
-      await relayWatch(info, format, upstreamRes, res, framing, recorder, filter, options)
+      await relayWatch(info, format, upstreamRes, res, framing!, recorder, outgoing, options)
     } finally {
       closed?.()
     }
-  } else if ((recorder || filter) && !isWatch(info)) {
+  } else if (shape === 'whole') {
     await bufferThenSend(upstreamRes, res, async decoded => {
       if (recorder) {
-        if (document) await recorder.recordDocument(info, contentType, decoded)
+        if (plan.record === 'document') await recorder.recordDocument(info, contentType, decoded)
         else if (info.verb === 'list') await recorder.recordListPage(info, format!, decoded)
         else await recorder.recordObject(info, format!, decoded)
       }
       // a filtered list the cache does not keep: its watch will start from it
-      else if (filter && info.verb === 'list') options.filteredWatches?.rememberList(info, decodeList(format!, decoded).items)
-      return filter ? filter.body(format!, decoded) : decoded
+      else if (outgoing && info.verb === 'list') options.filteredWatches?.rememberList(info, decodeList(format!, decoded).items)
+      return outgoing ? outgoing.body(format!, decoded) : decoded
     })
   } else {
     res.writeHead(upstreamRes.statusCode, clientResponseHeaders(upstreamRes.headers))
@@ -198,6 +189,24 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
     await streamBody(upstreamRes.body, res)
   }
   return 'cloud'
+}
+
+/** A list or watch from a shared watch cache; false when the cache is not the one to answer it. */
+function answerFromWatchCache(info: RequestInfo, req: IncomingMessage, res: ServerResponse, online: boolean, filter: EndpointsFilter | undefined, options: ProxyOptions): Promise<boolean> {
+  return serveFromCache(info, req, res, online, {
+    caches: options.watchCaches!,
+    filter,
+    bookmarkIntervalMs: options.cacheBookmarkIntervalMs,
+    onRefilterSent: count => options.observer?.refiltered?.(count),
+    watchOpened: end => {
+      options.streams.addHeldWatch(end)
+      const closed = options.observer?.watchOpened(info, 'cache')
+      return () => {
+        options.streams.removeHeldWatch(end)
+        closed?.()
+      }
+    },
+  })
 }
 
 /**

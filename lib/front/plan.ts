@@ -1,0 +1,57 @@
+// One request, one plan: decided once, from what the request is and what the hub knows now, before
+// anything is sent anywhere. Pure, so a table test pins every path down; lib/front/proxy.ts
+// carries it out.
+//
+//   route     who answers: a shared watch cache, the disk cache (the cloud is away), the apiserver
+//   record    what of a 200 answer goes to the disk cache first: objects, a discovery document, nothing
+//   filter    the answer passes the requesting component's filters on the way out
+//   fallback  if no apiserver can be reached, the cache answers instead of a 503
+//
+// and, once the apiserver's answer is in, one shape: a watch (frames relayed in order, each
+// recorded, filtered and tracked), a whole body (read, recorded, filtered, then sent), or a stream
+// passed through untouched.
+import type { RequestInfo } from '../api/requestinfo.ts'
+
+export type Route = 'watch-cache' | 'offline' | 'upstream'
+
+export interface Plan {
+  route: Route
+  /** no Authorization header: the node's own client, whom the cache may answer and record for */
+  actsAsNode: boolean
+  record: 'objects' | 'document' | undefined
+  filter: boolean
+  fallback: boolean
+}
+
+/** What the plan is made from, besides the request itself. */
+export interface PlanFacts {
+  actsAsNode: boolean
+  online: boolean
+  /** the component's reads of this kind are recorded (--cache-components) */
+  cacheable: boolean
+  /** a discovery document (/api, /apis, …) */
+  document: boolean
+  /** a read the disk cache may hold, whoever reads it */
+  cachedKind: boolean
+  /** a list or watch a shared watch cache serves */
+  watchCache: boolean
+  /** a filter applies to this component and resource */
+  filtered: boolean
+}
+
+export function planRequest(facts: PlanFacts): Plan {
+  const { actsAsNode, online } = facts
+  // someone else's identity: neither answered from nor recorded into what the node holds
+  const record = !actsAsNode ? undefined : facts.document ? 'document' : facts.cacheable ? 'objects' : undefined
+  const route: Route = actsAsNode && facts.watchCache ? 'watch-cache' : online ? 'upstream' : 'offline'
+  return { route, actsAsNode, record, filter: facts.filtered, fallback: actsAsNode && (facts.cachedKind || facts.document) }
+}
+
+export type Shape = 'watch' | 'whole' | 'stream'
+
+/** The shape of the apiserver's answer, from the plan and what came back. */
+export function shapeOf(plan: Plan, info: RequestInfo, answer: { ok: boolean; framed: boolean; encoded: boolean; decodable: boolean }): Shape {
+  if (info.verb === 'watch') return answer.ok && answer.framed && !answer.encoded ? 'watch' : 'stream'
+  const staged = (plan.record === 'document' || (plan.record === 'objects' && answer.decodable)) || (plan.filter && answer.decodable)
+  return answer.ok && staged ? 'whole' : 'stream'
+}

@@ -1,0 +1,39 @@
+// Every request's plan, as a table: who answers it, what is recorded, whether it is filtered, and
+// whether an unreachable cloud falls back to the cache.
+import t from 'tap'
+import { planRequest, shapeOf } from '../lib/front/plan.ts'
+import type { PlanFacts } from '../lib/front/plan.ts'
+import { classify } from '../lib/api/requestinfo.ts'
+
+const base: PlanFacts = { actsAsNode: true, online: true, cacheable: false, document: false, cachedKind: false, watchCache: false, filtered: false }
+
+t.test('plans', async t => {
+  const cases: [string, Partial<PlanFacts>, ReturnType<typeof planRequest>][] = [
+    ["kube-proxy's slice watch: the shared watch cache", { watchCache: true, cacheable: true, cachedKind: true, filtered: true }, { route: 'watch-cache', actsAsNode: true, record: 'objects', filter: true, fallback: true }],
+    ['the same offline: still the watch cache (it holds on through outages)', { watchCache: true, online: false, cachedKind: true }, { route: 'watch-cache', actsAsNode: true, record: undefined, filter: false, fallback: true }],
+    ["kubelet's configmap get: upstream, recorded", { cacheable: true, cachedKind: true }, { route: 'upstream', actsAsNode: true, record: 'objects', filter: false, fallback: true }],
+    ["kubectl's configmap get: upstream, not recorded, answered from the cache if the cloud fails", { cachedKind: true }, { route: 'upstream', actsAsNode: true, record: undefined, filter: false, fallback: true }],
+    ['a discovery document: recorded for every node client', { document: true }, { route: 'upstream', actsAsNode: true, record: 'document', filter: false, fallback: true }],
+    ['a write: upstream, nothing recorded, no fallback', {}, { route: 'upstream', actsAsNode: true, record: undefined, filter: false, fallback: false }],
+    ['offline: the disk cache', { online: false, cachedKind: true, cacheable: true }, { route: 'offline', actsAsNode: true, record: 'objects', filter: false, fallback: true }],
+    ['a token: never the caches, never recorded, never a fallback', { actsAsNode: false, watchCache: true, cacheable: true, cachedKind: true, document: false, filtered: true }, { route: 'upstream', actsAsNode: false, record: undefined, filter: true, fallback: false }],
+    ['a token offline: the offline path, which refuses it', { actsAsNode: false, online: false, cachedKind: true }, { route: 'offline', actsAsNode: false, record: undefined, filter: false, fallback: false }],
+  ]
+  for (const [name, facts, want] of cases) t.same(planRequest({ ...base, ...facts }), want, name)
+})
+
+t.test('shapes of the apiserver answer', async t => {
+  const watch = classify('GET', '/api/v1/pods?watch=true', 'kubelet/1')
+  const list = classify('GET', '/api/v1/pods', 'kubelet/1')
+  const recorded = planRequest({ ...base, cacheable: true, cachedKind: true })
+  const plain = planRequest({ ...base, cachedKind: true })
+  const filtered = planRequest({ ...base, filtered: true })
+  const answer = { ok: true, framed: true, encoded: false, decodable: true }
+  t.equal(shapeOf(recorded, watch, answer), 'watch', 'a framed watch is relayed frame by frame')
+  t.equal(shapeOf(recorded, watch, { ...answer, encoded: true }), 'stream', 'an encoded watch passes untouched')
+  t.equal(shapeOf(recorded, watch, { ...answer, ok: false }), 'stream', 'an error passes untouched')
+  t.equal(shapeOf(recorded, list, answer), 'whole', 'a recorded list is read whole')
+  t.equal(shapeOf(filtered, list, answer), 'whole', 'a filtered list is read whole')
+  t.equal(shapeOf(plain, list, answer), 'stream', 'anything else streams')
+  t.equal(shapeOf(recorded, list, { ...answer, decodable: false }), 'stream', 'a Table or another view streams')
+})
