@@ -118,7 +118,9 @@ export async function killRows(ctx: Context): Promise<Row[]> {
       (error: Error) => error.message,
     )
     const first = await Promise.race([hub.exited.then(() => 'killed'), allShown])
-    if (first !== 'killed') throw new Error(first)
+    // the kill may land after the hub has sent the whole burst (it is in the socket, not yet read)
+    if (!killed) throw new Error(first)
+    await hub.exited
     await burst
     await sleep(100) // the last frames the dead hub had sent
     watch.close()
