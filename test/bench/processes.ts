@@ -3,7 +3,7 @@
 import { fork, spawn, spawnSync } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
-import { readFileSync, mkdtempSync } from 'node:fs'
+import { readFileSync, mkdtempSync, rmSync } from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
@@ -35,6 +35,24 @@ export function freePort(): Promise<number> {
       server.close(() => resolve(port))
     })
   })
+}
+
+/** every hub this process started and has not seen exit: killed if the bench itself exits first */
+const liveHubs = new Set<ChildProcess>()
+process.on('exit', () => {
+  for (const child of liveHubs) child.kill('SIGKILL')
+})
+
+let scratchDir: string | undefined
+/** one temporary directory per bench run for the hubs' caches; cleanupScratch() removes it */
+function scratch(): string {
+  scratchDir ??= mkdtempSync(path.join(os.tmpdir(), 'outpost-bench-'))
+  return scratchDir
+}
+
+export function cleanupScratch(): void {
+  if (scratchDir) rmSync(scratchDir, { recursive: true, force: true })
+  scratchDir = undefined
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise(resolve => setTimeout(resolve, ms))
@@ -137,12 +155,16 @@ export class HubProcess {
     }
     child.stdout?.on('data', keep)
     child.stderr?.on('data', keep)
-    this.exited = once(child, 'exit').then(([code]) => code as number | null)
+    liveHubs.add(child)
+    this.exited = once(child, 'exit').then(([code]) => {
+      liveHubs.delete(child)
+      return code as number | null
+    })
   }
 
   static async start(entry: string, options: HubOptions): Promise<HubProcess> {
     const [port, adminPort] = [await freePort(), await freePort()]
-    const cacheDir = options.cacheDir ?? mkdtempSync(path.join(os.tmpdir(), 'outpost-bench-cache-'))
+    const cacheDir = options.cacheDir ?? mkdtempSync(path.join(scratch(), 'cache-'))
     const args = [
       ...hubNodeArgs,
       entry,

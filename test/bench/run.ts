@@ -13,7 +13,7 @@ import path from 'node:path'
 import { request } from 'undici'
 import { fullCounts, quickCounts } from './context.ts'
 import type { Context } from './context.ts'
-import { buildHub, hubExtraArgs, HubProcess, root, SimProcess } from './processes.ts'
+import { buildHub, cleanupScratch, hubExtraArgs, HubProcess, root, SimProcess } from './processes.ts'
 import { protobufType } from './load.ts'
 import { formatTable, machine, naRow, writeResults } from './report.ts'
 import type { Results, Row } from './report.ts'
@@ -82,6 +82,7 @@ async function main(): Promise<void> {
     await group(rows, 'kill', '7. SIGKILL mid-burst, restart offline', () => killRows(ctx))
   } finally {
     await sim.close()
+    cleanupScratch()
   }
   progress('in-process filter rows')
   inProcess = await inProcessRows(quick ? 5_000 : 50_000)
