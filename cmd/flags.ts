@@ -7,6 +7,7 @@
 
 import net from 'node:net'
 import { defaultNodeName, defaults, logLevels, plainBindProblem, type HubConfig, type LogLevel } from '../lib/config.ts'
+import { filterNames } from '../filters/registry.ts'
 
 /** A mistake in the command line or environment. The message is one line, fit for `outpost: <message>`. */
 export class UsageError extends Error {
@@ -140,6 +141,25 @@ function components(values: string[]): string[] {
     if (!componentName.test(item)) throw new InvalidValue('must be component names (User-Agent up to the first "/") or *', item)
   }
   return items
+}
+
+function filterList(values: string[]): string[] {
+  const items = listItems(values)
+  if (items.length === 1 && items[0] === 'all') return [...filterNames]
+  for (const item of items) if (!filterNames.includes(item)) throw new InvalidValue(`must be one of ${filterNames.join(', ')}`, item)
+  return items
+}
+
+function filterComponents(values: string[]): Record<string, string[]> {
+  const out: Record<string, string[]> = {}
+  for (const value of values) {
+    const eq = value.indexOf('=')
+    const name = value.slice(0, eq)
+    if (eq <= 0) throw new InvalidValue('must be FILTER=COMPONENTS, like masterservice=kubelet,my-agent', value)
+    if (!filterNames.includes(name)) throw new InvalidValue(`must be one of ${filterNames.join(', ')}`, name)
+    out[name] = components([value.slice(eq + 1)])
+  }
+  return out
 }
 
 // Kubernetes object names (a Node's name) are RFC 1123 subdomains.
@@ -303,6 +323,26 @@ export const flags: readonly FlagSpec[] = [
     parse: components,
   }),
   spec({
+    flag: 'filters', env: 'OUTPOST_FILTERS', arg: 'LIST', key: 'filters', repeatable: true,
+    default: 'all', help: `response filters to run, each for its components:\n  ${filterNames.slice(0, 4).join(', ')},\n  ${filterNames.slice(4).join(', ')}`,
+    parse: values => filterList(values),
+  }),
+  spec({
+    flag: 'disable-filters', env: 'OUTPOST_DISABLE_FILTERS', arg: 'LIST', key: 'disabledFilters', repeatable: true,
+    default: '', help: 'response filters not to run',
+    parse: values => filterList(values),
+  }),
+  spec({
+    flag: 'filter-components', env: 'OUTPOST_FILTER_COMPONENTS', arg: 'F=LIST', key: 'filterComponents', repeatable: true,
+    default: 'each filter\'s own', help: 'for whom filter F runs (replaces its own list), e.g. masterservice=kubelet,my-agent',
+    parse: values => filterComponents(values),
+  }),
+  spec({
+    flag: 'advertise-address', env: 'OUTPOST_ADVERTISE_ADDRESS', arg: 'IP', key: 'advertiseAddress',
+    default: '--secure-bind-address', help: 'where pods reach the HTTPS port (the filters point them at it)',
+    parse: values => ipAddress(last(values)),
+  }),
+  spec({
     flag: 'shared-watches', env: 'OUTPOST_SHARED_WATCHES', arg: 'BOOL', key: 'sharedWatches', default: String(defaults.sharedWatches),
     help: 'one upstream list+watch per scope for Services, slices, Endpoints, Nodes, kubelet pods',
     parse: values => bool(last(values)),
@@ -347,7 +387,7 @@ const crossChecks: ((config: HubConfig) => string | undefined)[] = [
 function buildUsage(): string {
   const rows: [string, string[]][] = flags.map(f => [
     f.boolean ? `--${f.flag}` : `--${f.flag} ${f.arg}`,
-    [f.help, `env ${f.env ?? '-'}; default: ${f.default}`],
+    [...f.help.split('\n'), `env ${f.env ?? '-'}; default: ${f.default}`],
   ])
   rows.push(['-h, --help', ['show this help and exit']])
   const width = Math.max(...rows.map(([left]) => left.length)) + 2

@@ -1,58 +1,130 @@
-// Which response filter runs for which request, and the wire-format plumbing around the pure
-// filters: JSON bodies and frames are decoded, filtered and re-encoded only when something
-// changed; protobuf goes through the wire-level filter. Today there is one filter, service
-// topology, for the configured components' EndpointSlices (v1, v1beta1) and core Endpoints.
+// Which response filters run for which request: each filter's name, the components it is for by
+// default, the resources it reads, and what it needs (the topology context, the hub's address,
+// this node's pool). --filters / --disable-filters turn filters on and off, --filter-components
+// (and --topology-components) say for whom. The filters themselves are pure (one file each); the
+// chain (filters/chain.ts) carries them over bodies, frames and objects.
 import type { Logger } from 'pino'
 import type { RequestInfo } from '../lib/api/requestinfo.ts'
-import type { WireFormat } from '../lib/cache/types.ts'
+import { FilterChain } from './chain.ts'
+import type { ResponseFilter, Step, StepReport } from './chain.ts'
 import { filterEndpointsObject } from './servicetopology.ts'
 import type { EndpointsKind, ServiceTopologyInput } from './servicetopology.ts'
-import { filterEndpointsRaw, filterProtobufBody, filterProtobufWatchFrame } from './servicetopology-protobuf.ts'
+import { filterEndpointsRaw } from './servicetopology-protobuf.ts'
 import type { TopologyContext } from './topology.ts'
+import type { FilterContext, HubAddress, ObjectFilter } from './object-filter.ts'
+import { masterServiceFilter } from './masterservice.ts'
+import { serviceEnvUpdaterFilter } from './serviceenvupdater.ts'
+import { forwardKubeSvcTrafficFilter } from './forwardkubesvctraffic.ts'
+import { discardCloudServiceFilter } from './discardcloudservice.ts'
+import { nodePortIsolationFilter } from './nodeportisolation.ts'
+import { inClusterConfigFilter } from './inclusterconfig.ts'
 
-/** What the filter reads, provided by the hub (lib/topology.ts). */
+export type { ResponseFilter } from './chain.ts'
+
+/** What the filters read, provided by the hub (lib/topology/source.ts). */
 export interface TopologyProvider {
   readonly known: boolean
+  readonly nodePool: string
   context(): TopologyContext
   annotationOf(namespace: string, service: string): string | undefined
 }
 
+/** Told what the filters did (the metrics). */
 export interface FilterStats {
-  /** each body, watch frame or object the filter ran on */
-  onInvoked?(kind: EndpointsKind): void
-  /** objects the filter changed, endpoints it dropped */
-  onFiltered?(changed: number, dropped: number): void
+  onInvoked?(filter: string): void
+  onChanged?(filter: string): void
+  onDropped?(filter: string): void
 }
 
-/** A filter bound to one request's resource: bodies, frames and single objects in either format. */
-export interface EndpointsFilter {
-  kind: EndpointsKind
-  body(format: WireFormat, body: Buffer): Buffer
-  frame(format: WireFormat, frame: Buffer): Buffer
-  /** one object as the cache stores it (JSON text, or a raw protobuf object message); the same Buffer when unchanged */
-  object(format: WireFormat, apiVersion: string, object: Buffer): Buffer
-  /** one decoded JSON object; the same reference when unchanged */
-  jsonObject(object: unknown): unknown
+interface Spec {
+  name: string
+  components: string[]
+  /** group/resource pairs it reads */
+  resources: string[]
+  /** the hub's address is written into objects: off without one pods can reach */
+  needsHub: boolean
+  step(registry: FilterRegistry): Step
 }
 
-function kindOf(info: RequestInfo): EndpointsKind | undefined {
-  if (info.apiGroup === 'discovery.k8s.io' && info.resource === 'endpointslices') return 'EndpointSlice'
-  if (info.apiGroup === '' && info.resource === 'endpoints') return 'Endpoints'
-  return undefined
+function objectStep(filter: ObjectFilter, context: () => FilterContext): Step {
+  return {
+    name: filter.name,
+    kinds: new Set(filter.kinds.map(k => k.kind)),
+    json: (object, kind) => filter.json(object, kind, context()),
+    protobuf: (raw, kind) => filter.protobuf(raw, kind, context()),
+  }
+}
+
+/** The filters of YurtHub's family, with their default components (as YurtHub's). */
+const specs: Spec[] = [
+  {
+    name: 'servicetopology',
+    components: ['kube-proxy', 'coredns', 'nginx-ingress-controller'],
+    resources: ['discovery.k8s.io/endpointslices', '/endpoints'],
+    needsHub: false,
+    step: registry => ({
+      name: 'servicetopology',
+      kinds: new Set(['EndpointSlice', 'Endpoints']),
+      json: (object, kind) => filterEndpointsObject(object, registry.topologyInput(), kind as EndpointsKind).object,
+      protobuf: (raw, kind, apiVersion) => filterEndpointsRaw(apiVersion, kind, raw, registry.topologyInput()).raw,
+    }),
+  },
+  { name: 'masterservice', components: ['kubelet'], resources: ['/services'], needsHub: true, step: r => objectStep(masterServiceFilter, () => r.filterContext()) },
+  { name: 'serviceenvupdater', components: ['kubelet'], resources: ['/pods'], needsHub: true, step: r => objectStep(serviceEnvUpdaterFilter, () => r.filterContext()) },
+  { name: 'forwardkubesvctraffic', components: ['kube-proxy'], resources: ['discovery.k8s.io/endpointslices'], needsHub: true, step: r => objectStep(forwardKubeSvcTrafficFilter, () => r.filterContext()) },
+  { name: 'discardcloudservice', components: ['kube-proxy'], resources: ['/services'], needsHub: false, step: r => objectStep(discardCloudServiceFilter, () => r.filterContext()) },
+  { name: 'nodeportisolation', components: ['kube-proxy'], resources: ['/services'], needsHub: false, step: r => objectStep(nodePortIsolationFilter, () => r.filterContext()) },
+  { name: 'inclusterconfig', components: ['kubelet'], resources: ['/configmaps'], needsHub: false, step: r => objectStep(inClusterConfigFilter, () => r.filterContext()) },
+]
+
+export const filterNames: readonly string[] = specs.map(s => s.name)
+
+export function defaultFilterComponents(name: string): string[] {
+  return specs.find(s => s.name === name)?.components ?? []
+}
+
+export interface FilterConfig {
+  /** filters turned on (default: all) */
+  enabled: readonly string[]
+  /** per filter, the components it is for (default: each filter's own) */
+  components: Readonly<Record<string, readonly string[]>>
+  /** where pods reach the hub's HTTPS port (masterservice, serviceenvupdater, forwardkubesvctraffic); undefined: nowhere pods can */
+  hub?: HubAddress
+}
+
+/** What one filter did, for /debug/filters. */
+export interface FilterReport {
+  name: string
+  enabled: boolean
+  /** why it is off, when it is */
+  off?: string
+  components: string[]
+  ran: number
+  changed: number
+  dropped: number
+  failed: number
+  last?: { what: string; did: 'changed' | 'dropped' | 'failed'; at: string }
 }
 
 export class FilterRegistry {
-  private readonly components: Set<string>
-  private readonly reported = new Set<string>()
+  private readonly reports = new Map<string, FilterReport>()
+  private readonly steps = new Map<string, Step>()
+  private readonly warned = new Set<string>()
   private input: ServiceTopologyInput | undefined
 
   constructor(
     private readonly provider: TopologyProvider,
-    components: string[],
+    private readonly config: FilterConfig,
     private readonly log: Logger,
     private readonly stats: FilterStats = {},
   ) {
-    this.components = new Set(components)
+    for (const spec of specs) {
+      const requested = config.enabled.includes(spec.name)
+      const off = !requested ? 'turned off (--filters / --disable-filters)' : spec.needsHub && !config.hub ? 'no address where pods reach the hub (--advertise-address, --secure-port)' : undefined
+      this.reports.set(spec.name, { name: spec.name, enabled: off === undefined, ...(off ? { off } : {}), components: [...(config.components[spec.name] ?? spec.components)], ran: 0, changed: 0, dropped: 0, failed: 0 })
+      if (!off) this.steps.set(spec.name, spec.step(this))
+      else if (requested) log.warn({ filter: spec.name }, `filter ${spec.name} is off: ${off}`)
+    }
   }
 
   /** The context changed: the next filtering reads it afresh. */
@@ -60,79 +132,69 @@ export class FilterRegistry {
     this.input = undefined
   }
 
-  private currentInput(): ServiceTopologyInput {
+  topologyInput(): ServiceTopologyInput {
     this.input ??= {
       topology: this.provider.context(),
       annotationOf: (namespace, service) => this.provider.annotationOf(namespace, service),
-      onInvalid: (namespace, service, reason) => {
-        const key = `${namespace}/${service}: ${reason}`
-        if (this.reported.has(key)) return
-        this.reported.add(key)
-        this.log.warn({ service: `${namespace}/${service}`, reason }, `service topology: annotation of ${namespace}/${service} ignored: ${reason}`)
-      },
+      onInvalid: (namespace, service, reason) => this.warnOnce('servicetopology', `annotation of ${namespace}/${service} ignored: ${reason}`),
     }
     return this.input
   }
 
-  appliesTo(info: RequestInfo): boolean {
-    return (
-      this.components.has(info.component) &&
-      (info.verb === 'get' || info.verb === 'list' || info.verb === 'watch') &&
-      info.subresource === '' &&
-      kindOf(info) !== undefined
-    )
+  filterContext(): FilterContext {
+    return { hub: this.config.hub ?? { host: '', port: 0 }, nodePool: this.provider.nodePool, warn: (filter, reason) => this.warnOnce(filter, reason) }
   }
 
-  /** The filter for a request, or undefined when none applies (or this node is not known yet: pass through). */
-  forRequest(info: RequestInfo): EndpointsFilter | undefined {
-    const kind = this.appliesTo(info) ? kindOf(info) : undefined
-    if (!kind || !this.provider.known) return undefined
-    const counted = <T extends { changed: boolean; dropped: number }>(result: T): T => {
-      if (result.changed) this.stats.onFiltered?.(1, result.dropped)
-      return result
+  private warnOnce(filter: string, reason: string): void {
+    const key = `${filter}: ${reason}`
+    if (this.warned.has(key)) return
+    this.warned.add(key)
+    this.log.warn({ filter, reason }, `${filter}: ${reason}`)
+  }
+
+  private readonly report: StepReport = {
+    ran: name => {
+      this.reports.get(name)!.ran++
+      this.stats.onInvoked?.(name)
+    },
+    changed: (name, what) => {
+      const r = this.reports.get(name)!
+      r.changed++
+      r.last = { what, did: 'changed', at: new Date().toISOString() }
+      this.stats.onChanged?.(name)
+    },
+    dropped: (name, what) => {
+      const r = this.reports.get(name)!
+      r.dropped++
+      r.last = { what, did: 'dropped', at: new Date().toISOString() }
+      this.stats.onDropped?.(name)
+    },
+    failed: (name, what, error) => {
+      const r = this.reports.get(name)!
+      r.failed++
+      r.last = { what, did: 'failed', at: new Date().toISOString() }
+      this.warnOnce(name, `an object passed unfiltered: ${(error as Error).message}`)
+    },
+  }
+
+  /** The filters for a request, or undefined when none applies. */
+  forRequest(info: RequestInfo): ResponseFilter | undefined {
+    if (info.verb !== 'get' && info.verb !== 'list' && info.verb !== 'watch') return undefined
+    if (info.subresource !== '' || !info.isResourceRequest) return undefined
+    const resource = `${info.apiGroup}/${info.resource}`
+    const steps: Step[] = []
+    for (const spec of specs) {
+      const step = this.steps.get(spec.name)
+      if (!step || !spec.resources.includes(resource) || !this.reports.get(spec.name)!.components.includes(info.component)) continue
+      // service topology needs this node: until it is known, objects pass as they are
+      if (spec.name === 'servicetopology' && !this.provider.known) continue
+      steps.push(step)
     }
-    const guard = <T>(original: T, run: () => T): T => {
-      this.stats.onInvoked?.(kind)
-      try {
-        return run()
-      } catch (error) {
-        this.log.warn({ err: (error as Error).message, kind }, 'service topology: object passed unfiltered')
-        return original
-      }
-    }
-    return {
-      kind,
-      body: (format, body) =>
-        guard(body, () => {
-          if (format === 'protobuf') return counted(filterProtobufBody(body, this.currentInput())).body
-          const document = JSON.parse(body.toString()) as { items?: unknown[] }
-          if (Array.isArray(document.items)) {
-            let changed = false
-            const items = document.items.map(item => {
-              const result = counted(filterEndpointsObject(item, this.currentInput(), kind))
-              changed ||= result.changed
-              return result.object
-            })
-            return changed ? Buffer.from(JSON.stringify({ ...document, items })) : body
-          }
-          const result = counted(filterEndpointsObject(document, this.currentInput(), kind))
-          return result.changed ? Buffer.from(JSON.stringify(result.object)) : body
-        }),
-      frame: (format, frame) =>
-        guard(frame, () => {
-          if (format === 'protobuf') return counted(filterProtobufWatchFrame(frame, this.currentInput())).frame
-          const event = JSON.parse(frame.toString()) as { type: string; object: unknown }
-          if (event.type === 'BOOKMARK' || event.type === 'ERROR') return frame
-          const result = counted(filterEndpointsObject(event.object, this.currentInput(), kind))
-          return result.changed ? Buffer.from(JSON.stringify({ type: event.type, object: result.object }) + '\n') : frame
-        }),
-      jsonObject: object => guard(object, () => counted(filterEndpointsObject(object, this.currentInput(), kind)).object),
-      object: (format, apiVersion, object) =>
-        guard(object, () => {
-          if (format === 'protobuf') return filterEndpointsRaw(apiVersion, kind, object, this.currentInput()).raw
-          const result = filterEndpointsObject(JSON.parse(object.toString()), this.currentInput(), kind)
-          return result.changed ? Buffer.from(JSON.stringify(result.object)) : object
-        }),
-    }
+    return steps.length > 0 ? new FilterChain(steps, this.report) : undefined
+  }
+
+  /** Every filter: on or off, for whom, and what it did last. */
+  describe(): FilterReport[] {
+    return [...this.reports.values()].map(r => ({ ...r, components: [...r.components] }))
   }
 }

@@ -50,6 +50,13 @@ export interface HubConfig {
   cacheComponents: string[]
   /** components that see service topology applied to EndpointSlices and Endpoints */
   topologyComponents: string[]
+  /** response filters turned on (servicetopology, masterservice, …: filters/registry.ts), minus disabledFilters */
+  filters: string[]
+  disabledFilters: string[]
+  /** per filter, the components it is for, when not its default (topologyComponents for servicetopology) */
+  filterComponents: Record<string, string[]>
+  /** where pods reach the hub's HTTPS port, written into objects by masterservice, serviceenvupdater and forwardkubesvctraffic; default --secure-bind-address when pods can reach it */
+  advertiseAddress?: string
   /** MiB of object bodies kept in memory; the rest is read back from disk */
   cacheMemoryMiB: number
   /** cloud health probing: period, per-probe timeout, consecutive failures to go offline, successes to come back */
@@ -82,6 +89,9 @@ export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
   cacheComponents: ['kubelet', 'kube-proxy', 'coredns', 'flanneld', 'outpost'],
   cacheMemoryMiB: 256,
   topologyComponents: ['kube-proxy', 'coredns', 'nginx-ingress-controller'],
+  filters: ['servicetopology', 'masterservice', 'serviceenvupdater', 'forwardkubesvctraffic', 'discardcloudservice', 'nodeportisolation', 'inclusterconfig'],
+  disabledFilters: [],
+  filterComponents: {},
   healthIntervalMs: 5_000,
   healthTimeoutMs: 2_000,
   healthFailures: 3,
@@ -112,3 +122,11 @@ export function defaultNodeName(): string {
 
 /** The User-Agent of the hub's own requests (health probes, later the topology context). */
 export const hubUserAgent = 'outpost/v0.1.0'
+
+/** Where pods reach the hub's HTTPS port, or undefined: loopback and the unspecified address are no place a pod can reach. */
+export function hubAddressForPods(config: Pick<HubConfig, 'advertiseAddress' | 'secureBindAddress' | 'securePort'>): { host: string; port: number } | undefined {
+  if (config.securePort === null || config.securePort === 0) return undefined
+  const host = config.advertiseAddress ?? config.secureBindAddress
+  if (isLoopback(host) || host === '0.0.0.0' || host === '::') return undefined
+  return { host, port: config.securePort }
+}

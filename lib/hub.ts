@@ -3,7 +3,7 @@
 import { pino } from 'pino'
 import type { Logger } from 'pino'
 import type { AddressInfo } from 'node:net'
-import { plainBindProblem } from './config.ts'
+import { hubAddressForPods, plainBindProblem } from './config.ts'
 import type { HubConfig } from './config.ts'
 import { NodeCredentials } from './certificates/credentials.ts'
 import { startSecurePort } from './front/secure-port.ts'
@@ -130,12 +130,15 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     log,
     silenceMs: config.watchSilenceTimeoutMs,
   })
-  const filters = new FilterRegistry(topology, config.topologyComponents, log, {
-    onInvoked: kind => metrics.filterInvocations.inc({ kind }),
-    onFiltered: (changed, dropped) => {
-      metrics.filteredObjects.inc(changed)
-      metrics.droppedEndpoints.inc(dropped)
-    },
+  const filterConfig = {
+    enabled: config.filters.filter(name => !config.disabledFilters.includes(name)),
+    components: { servicetopology: config.topologyComponents, ...config.filterComponents },
+    hub: hubAddressForPods(config),
+  }
+  const filters = new FilterRegistry(topology, filterConfig, log, {
+    onInvoked: filter => metrics.filterInvocations.inc({ filter }),
+    onChanged: filter => metrics.filterChanged.inc({ filter }),
+    onDropped: filter => metrics.filterDropped.inc({ filter }),
   })
   const filteredWatches = new FilteredWatches()
   const watchCaches = new WatchCaches({

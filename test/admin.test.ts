@@ -70,8 +70,8 @@ t.test('metrics change with traffic', async t => {
   t.match(during, /outpost_upstream_watches\{resource="endpointslices.discovery.k8s.io",format="json"\} 1/, 'one upstream watch for the scope')
   t.match(during, /outpost_watch_cache_watchers\{resource="endpointslices.discovery.k8s.io",scope="all",format="json"\} 1/)
   t.match(during, /outpost_upstream_up\{server="http:\/\/127.0.0.1:\d+"\} 1/)
-  t.match(during, /outpost_filter_dropped_endpoints_total [1-9]/, 'the topology filter dropped endpoints for kube-proxy')
-  t.match(during, /outpost_filter_invocations_total\{kind="EndpointSlice"\} [1-9]/, 'and ran on its list')
+  t.match(during, /outpost_filter_changed_objects_total\{filter="servicetopology"\} [1-9]/, 'the topology filter rewrote slices for kube-proxy')
+  t.match(during, /outpost_filter_invocations_total\{filter="servicetopology"\} [1-9]/, 'and ran on its list')
   t.match(during, /outpost_cloud_online 1/)
 
   watch.body.destroy()

@@ -64,6 +64,9 @@ t.test('defaults', async t => {
     healthSuccesses: 2,
     watchSilenceTimeoutMs: 150_000,
     sharedWatches: true,
+    filters: ['servicetopology', 'masterservice', 'serviceenvupdater', 'forwardkubesvctraffic', 'discardcloudservice', 'nodeportisolation', 'inclusterconfig'],
+    disabledFilters: [],
+    filterComponents: {},
   })
 })
 
@@ -108,6 +111,11 @@ const each: [string, string, keyof HubConfig, unknown][] = [
   ['health-successes', '1', 'healthSuccesses', 1],
   ['watch-silence', '90s', 'watchSilenceTimeoutMs', 90_000],
   ['shared-watches', 'false', 'sharedWatches', false],
+  ['filters', 'servicetopology,masterservice', 'filters', ['servicetopology', 'masterservice']],
+  ['filters', 'all', 'filters', ['servicetopology', 'masterservice', 'serviceenvupdater', 'forwardkubesvctraffic', 'discardcloudservice', 'nodeportisolation', 'inclusterconfig']],
+  ['disable-filters', 'discardcloudservice', 'disabledFilters', ['discardcloudservice']],
+  ['filter-components', 'masterservice=kubelet,my-agent', 'filterComponents', { masterservice: ['kubelet', 'my-agent'] }],
+  ['advertise-address', '169.254.2.1', 'advertiseAddress', '169.254.2.1'],
 ]
 
 t.test('each flag, as --flag value and --flag=value', async t => {
@@ -260,6 +268,11 @@ t.test('errors are one-line UsageErrors', async t => {
     [['--cache-components', 'kube proxy'], {}, 'invalid value "kube proxy" for --cache-components: must be component names (User-Agent up to the first "/") or *'],
     [['--log-level', 'verbose'], {}, 'invalid value "verbose" for --log-level: must be one of fatal, error, warn, info, debug, trace, silent'],
     [['--log-level', 'INFO'], {}, 'invalid value "INFO" for --log-level: must be one of fatal, error, warn, info, debug, trace, silent'],
+    [['--filters', 'topology'], {}, 'invalid value "topology" for --filters: must be one of servicetopology, masterservice, serviceenvupdater, forwardkubesvctraffic, discardcloudservice, nodeportisolation, inclusterconfig'],
+    [['--disable-filters', 'servicetopology,nope'], {}, 'invalid value "nope" for --disable-filters: must be one of servicetopology, masterservice, serviceenvupdater, forwardkubesvctraffic, discardcloudservice, nodeportisolation, inclusterconfig'],
+    [['--filter-components', 'kubelet'], {}, 'invalid value "kubelet" for --filter-components: must be FILTER=COMPONENTS, like masterservice=kubelet,my-agent'],
+    [['--filter-components', 'topology=kube-proxy'], {}, 'invalid value "topology" for --filter-components: must be one of servicetopology, masterservice, serviceenvupdater, forwardkubesvctraffic, discardcloudservice, nodeportisolation, inclusterconfig'],
+    [['--advertise-address', 'node-1'], {}, 'invalid value "node-1" for --advertise-address: must be an IP address, like 127.0.0.1 or ::1'],
     [['--node-name='], {}, 'invalid value "" for --node-name: must not be empty'],
     [['--node-name', ' '], {}, 'invalid value " " for --node-name: must not be empty'],
     [['--node-name', 'Kind-Worker2'], {}, 'invalid value "Kind-Worker2" for --node-name: must be a Kubernetes node name: lower-case letters, digits, "-" and ".", at most 253 characters'],
@@ -330,7 +343,7 @@ t.test('the flag table follows its conventions', async t => {
     t.notOk(names.has(f.flag), `--${f.flag} is listed once`)
     names.add(f.flag)
     t.equal(f.env, `OUTPOST_${f.flag.toUpperCase().replace(/-/g, '_')}`, `--${f.flag} reads ${f.env}`)
-    t.ok(f.help.length > 0 && !f.help.includes('\n'))
+    t.ok(f.help.length > 0 && f.help.split('\n').every(line => line.trim().length > 0), `--${f.flag} has help, no blank lines`)
   }
 })
 

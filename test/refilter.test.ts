@@ -20,8 +20,8 @@ import type { CachedObject } from '../lib/cache/types.ts'
 function topology() {
   const context = recordedContext('kind-worker2')
   const annotations = recordedAnnotations()
-  const provider: TopologyProvider = { known: true, context: () => context, annotationOf: (ns, name) => annotations.get(`${ns}/${name}`) }
-  const registry = new FilterRegistry(provider, ['kube-proxy'], pino({ level: 'silent' }))
+  const provider: TopologyProvider = { known: true, nodePool: '', context: () => context, annotationOf: (ns, name) => annotations.get(`${ns}/${name}`) }
+  const registry = new FilterRegistry(provider, { enabled: ['servicetopology'], components: { servicetopology: ['kube-proxy'] } }, pino({ level: 'silent' }))
   const change = (service: string, value: string) => {
     annotations.set(service, value)
     registry.invalidate()

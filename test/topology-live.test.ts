@@ -53,7 +53,7 @@ t.test('kube-proxy sees only its topology, and the topology follows the cluster 
   t.equal(asProxy.endpoints.length, 1, 'curl -A kube-proxy shows what kube-proxy sees')
 
   const metrics = await (await request(`${h.hub.adminUrl}/metrics`)).body.text()
-  t.match(metrics, /^outpost_filter_dropped_endpoints_total [1-9]\d*$/m, 'dropped endpoints are counted')
+  t.match(metrics, /^outpost_filter_changed_objects_total\{filter="servicetopology"\} [1-9]\d*$/m, 'rewritten slices are counted')
   t.match(metrics, /^outpost_refilter_events_total [1-9]\d*$/m, 're-filter events are counted')
 })
 

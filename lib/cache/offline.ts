@@ -20,6 +20,7 @@ import type { Status } from '../api/status.ts'
 import { bookmarkFrame } from './bookmark.ts'
 import { contentTypeOf, wantedRepresentations } from '../api/negotiate.ts'
 import type { Wanted } from '../api/negotiate.ts'
+import type { ResponseFilter } from '../../filters/registry.ts'
 import { asJson, bodyIn, canTranslate } from './translate.ts'
 import { toTable } from '../api/tables.ts'
 
@@ -42,11 +43,6 @@ export function sendStatusObject(res: ServerResponse, status: Status): void {
   sendBody(res, status.code, 'application/json', JSON.stringify(status))
 }
 
-/** Applied to what the cache answers, as to what the cloud answers: the cache holds unfiltered objects. */
-export interface OutgoingFilter {
-  body(format: WireFormat, body: Buffer): Buffer
-  frame(format: WireFormat, frame: Buffer): Buffer
-}
 
 /** One read to answer from the cache, and why the cloud is not answering it (for every refusal). */
 export interface OfflineRead {
@@ -54,7 +50,8 @@ export interface OfflineRead {
   info: RequestInfo
   accept: string | undefined
   res: ServerResponse
-  filter?: OutgoingFilter
+  /** applied to what the cache answers, as to what the cloud answers: the cache holds unfiltered objects */
+  filter?: ResponseFilter
   /** the cloud's failure, e.g. `no apiserver reachable: https://…: connect ECONNREFUSED` */
   reason: string
 }
@@ -122,8 +119,10 @@ export async function serveGet(read: OfflineRead): Promise<void> {
   const from = source.key.component
   if (wanted.kind === 'table') return sendBody(res, 200, 'application/json', JSON.stringify(table(info, [object], {})), from)
   const raw = bodyIn(object, wanted.format)
-  const body = wanted.format === 'json' ? raw : encodeUnknown({ apiVersion: object.apiVersion, kind: object.kind, raw })
-  sendBody(res, 200, contentTypeOf(wanted.format), filter ? filter.body(wanted.format, body) : body, from)
+  const encoded = wanted.format === 'json' ? raw : encodeUnknown({ apiVersion: object.apiVersion, kind: object.kind, raw })
+  const body = filter ? filter.body(wanted.format, encoded) : encoded
+  if (body === null) return sendStatusObject(res, notFound(info.resource, info.apiGroup, info.name)) // the client's filters drop it
+  sendBody(res, 200, contentTypeOf(wanted.format), body, from)
 }
 
 interface Whole {
@@ -200,7 +199,7 @@ export async function serveList(read: OfflineRead): Promise<void> {
   if (page.remainingItemCount !== undefined) meta.remainingItemCount = page.remainingItemCount
   if (wanted.kind === 'table') return sendBody(res, 200, 'application/json', JSON.stringify(table(info, page.items, meta)), from)
   const body = listBody(wanted.format, collection.kind, collection.apiVersion, page, meta)
-  sendBody(res, 200, contentTypeOf(wanted.format), filter ? filter.body(wanted.format, body) : body, from)
+  sendBody(res, 200, contentTypeOf(wanted.format), (filter ? filter.body(wanted.format, body) : body) ?? body, from)
 }
 
 /**
@@ -279,7 +278,10 @@ export async function serveWatch(read: OfflineRead, bookmarkIntervalMs: number):
   const fromNow = !info.resourceVersion || info.resourceVersion === '0'
   const initialEvents = info.query.get('sendInitialEvents') === 'true'
   const resourceVersion = fromNow || initialEvents ? whole.resourceVersion : info.resourceVersion
-  const send = (frame: Buffer) => res.write(filter ? filter.frame(format, frame) : frame)
+  const send = (frame: Buffer) => {
+    const out = filter ? filter.frame(format, frame) : frame
+    if (out) res.write(out)
+  }
   // "state, then changes": the cached state as ADDED events, like the apiserver's initial events
   if (fromNow || initialEvents) for (const object of whole.items) send(addedFrame(format, object))
   if (initialEvents) res.write(bookmarkFrame(format, collection.kind, collection.apiVersion, resourceVersion, true))

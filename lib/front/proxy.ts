@@ -13,7 +13,8 @@ import type { Authenticate } from './authn.ts'
 import { WatchFrameSplitter, framingOf, isBookmark } from '../api/frames.ts'
 import { Upstream, UpstreamUnavailableError, describeError } from '../upstream/upstream.ts'
 import type { UpstreamResponse } from '../upstream/upstream.ts'
-import { failure, serviceUnavailable } from '../api/status.ts'
+import { failure, notFound, serviceUnavailable } from '../api/status.ts'
+import type { Status } from '../api/status.ts'
 import { sendStatus, streamBody } from './respond.ts'
 import { planRequest, shapeOf } from './plan.ts'
 import { streamWatch } from '../watch/pipeline.ts'
@@ -23,7 +24,7 @@ import type { WatchStages } from '../watch/pipeline.ts'
 import type { Recorder, CachePolicy } from '../cache/recorder.ts'
 import { isCachedKind, resourceKeyOf, scopeOf } from '../cache/recorder.ts'
 import type { WireFormat } from '../cache/types.ts'
-import type { EndpointsFilter, FilterRegistry } from '../../filters/registry.ts'
+import type { FilterRegistry, ResponseFilter } from '../../filters/registry.ts'
 import { FilteredWatch } from '../watch/refilter.ts'
 import type { FilteredWatches } from '../watch/refilter.ts'
 import { decodeList, formatOf } from '../cache/decode.ts'
@@ -182,7 +183,7 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
       // a filtered list the cache does not keep: its watch will start from it
       else if (outgoing && info.verb === 'list') options.filteredWatches?.rememberList(info, decodeList(format!, decoded).items)
       return outgoing ? outgoing.body(format!, decoded) : decoded
-    })
+    }, () => notFound(info.resource, info.apiGroup, info.name))
   } else {
     res.writeHead(upstreamRes.statusCode, clientResponseHeaders(upstreamRes.headers))
     if (isWatch(info)) res.flushHeaders()
@@ -192,7 +193,7 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
 }
 
 /** A list or watch from a shared watch cache; false when the cache is not the one to answer it. */
-function answerFromWatchCache(info: RequestInfo, req: IncomingMessage, res: ServerResponse, online: boolean, filter: EndpointsFilter | undefined, options: ProxyOptions): Promise<boolean> {
+function answerFromWatchCache(info: RequestInfo, req: IncomingMessage, res: ServerResponse, online: boolean, filter: ResponseFilter | undefined, options: ProxyOptions): Promise<boolean> {
   return serveFromCache(info, req, res, online, {
     caches: options.watchCaches!,
     filter,
@@ -222,7 +223,7 @@ async function relayWatch(
   res: ServerResponse,
   framing: 'json' | 'protobuf',
   recorder: Recorder | undefined,
-  filter: EndpointsFilter | undefined,
+  filter: ResponseFilter | undefined,
   options: ProxyOptions,
 ): Promise<void> {
   const recording = recorder && format ? recorder.watch(info, format) : undefined
@@ -239,7 +240,8 @@ async function relayWatch(
           }
         : undefined,
     take: frame => {
-      const out = tracker ? tracker.take(frame) : filter && format ? [filter.frame(format, frame)] : [frame]
+      const filtered = !tracker && filter && format ? filter.frame(format, frame) : frame
+      const out = tracker ? tracker.take(frame) : filtered ? [filtered] : []
       // a BOOKMARK the hub asked for, not the client: it moved the tracker on, and goes no further
       return clientBookmarks || !isBookmark(framing, frame) ? out : out.slice(1)
     },
@@ -272,7 +274,7 @@ async function relayWatch(
  * and only then sent: an object a client has seen is an object a restarted hub still has. What the
  * apiserver sent goes out byte for byte (gzip included) unless a filter changed it.
  */
-async function bufferThenSend(upstreamRes: UpstreamResponse, res: ServerResponse, process: (decoded: Buffer) => Promise<Buffer>): Promise<void> {
+async function bufferThenSend(upstreamRes: UpstreamResponse, res: ServerResponse, process: (decoded: Buffer) => Promise<Buffer | null>, gone: () => Status): Promise<void> {
   let raw: Buffer
   try {
     raw = await readAll(upstreamRes.body)
@@ -292,6 +294,8 @@ async function bufferThenSend(upstreamRes: UpstreamResponse, res: ServerResponse
     decoded = undefined
   }
   const out = decoded ? await process(decoded) : raw
+  // a single object the client's filters drop is, for that client, not there
+  if (out === null) return sendStatus(res, gone())
   const headers = clientResponseHeaders(upstreamRes.headers)
   const body = out === decoded ? raw : out
   if (body !== raw) delete headers['content-encoding'] // filtered: sent plain, the client accepts either

@@ -140,7 +140,9 @@ export function createAdminServer(options: AdminOptions) {
     filtered ? options.filters.forRequest(classify('GET', apiPath(key), component)) : undefined
   const shown = (key: ResourceKey, object: CachedObject, filtered: boolean, component: string) => {
     const filter = filterFor(key, filtered, component)
-    return readable(filter ? { ...object, body: filter.object(object.format, object.apiVersion, object.body) } : object)
+    if (!filter) return readable(object)
+    const body = filter.object(object.format, object.apiVersion, object.kind, object.body)
+    return body === null ? { kind: object.kind, metadata: { name: object.name, namespace: object.namespace || undefined }, dropped: `the filters ${filter.names.join(', ')} drop it: ${component} does not see it` } : readable({ ...object, body })
   }
 
   admin.get<{ Params: { component: string; resource: string }; Querystring: { filtered?: string } }>(

@@ -42,9 +42,9 @@ export interface Metrics extends RequestObserver, WatchCacheObserver {
   cacheLoadedObjects: Gauge
   cloudOnline: Gauge
   upstreamUp: Gauge<'server'>
-  filterInvocations: Counter<'kind'>
-  filteredObjects: Counter
-  droppedEndpoints: Counter
+  filterInvocations: Counter<'filter'>
+  filterChanged: Counter<'filter'>
+  filterDropped: Counter<'filter'>
   refilterEvents: Counter
   /** watchers, replayed events and 410s of the shared watch caches, read at each scrape */
   observeWatchCaches(read: () => WatchCacheState[]): void
@@ -192,14 +192,9 @@ export function createMetrics(): Metrics {
     cacheLoadedObjects: new Gauge({ name: 'outpost_cache_loaded_objects', help: 'Objects loaded from disk at start', registers: [registry] }),
     cloudOnline: new Gauge({ name: 'outpost_cloud_online', help: '1 while at least one apiserver is reachable', registers: [registry] }),
     upstreamUp: new Gauge({ name: 'outpost_upstream_up', help: '1 while this apiserver answers (probes and real requests)', labelNames: ['server'], registers: [registry] }),
-    filterInvocations: new Counter({
-      name: 'outpost_filter_invocations_total',
-      help: 'Bodies, watch frames and objects the service topology filter ran on, by kind (EndpointSlice, Endpoints)',
-      labelNames: ['kind'],
-      registers: [registry],
-    }),
-    filteredObjects: new Counter({ name: 'outpost_filter_changed_objects_total', help: 'Objects the service topology filter changed', registers: [registry] }),
-    droppedEndpoints: new Counter({ name: 'outpost_filter_dropped_endpoints_total', help: 'Endpoints (or Endpoints addresses) the service topology filter dropped', registers: [registry] }),
+    filterInvocations: new Counter({ name: 'outpost_filter_invocations_total', help: 'Objects a response filter ran on, by filter', labelNames: ['filter'], registers: [registry] }),
+    filterChanged: new Counter({ name: 'outpost_filter_changed_objects_total', help: 'Objects a response filter rewrote, by filter', labelNames: ['filter'], registers: [registry] }),
+    filterDropped: new Counter({ name: 'outpost_filter_dropped_objects_total', help: 'Objects a response filter kept from the client, by filter', labelNames: ['filter'], registers: [registry] }),
     refilterEvents: new Counter({ name: 'outpost_refilter_events_total', help: 'MODIFIED events sent to open watches because the topology changed', registers: [registry] }),
     observeCache(read, health) {
       collections = read

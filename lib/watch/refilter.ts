@@ -14,7 +14,7 @@
 // coredns and nginx-ingress-controller use, takes that), and once more when the stream moves on.
 import type { WireFormat } from '../cache/types.ts'
 import type { CachedObject } from '../cache/types.ts'
-import type { EndpointsFilter } from '../../filters/registry.ts'
+import type { ResponseFilter } from '../../filters/registry.ts'
 import { decodeUnknown, decodeWatchEvent, encodeUnknown, encodeWatchEvent, objectMeta, withResourceVersion } from '../codec/protobuf.ts'
 import { memberRanges } from '../codec/json-scan.ts'
 import { numericVersion } from '../cache/store.ts'
@@ -25,8 +25,8 @@ interface Tracked {
   kind: string
   /** JSON text of the object, or its raw protobuf message */
   unfiltered: Buffer
-  /** the same, filtered, as last sent */
-  sent: Buffer
+  /** the same, filtered, as last sent; null: the filters drop it, the client does not have it */
+  sent: Buffer | null
   /** the resourceVersion the client holds for it */
   sentVersion: bigint
   /** send: its filtered form changed and the client does not have it; resend: sent at a version the client already held */
@@ -71,7 +71,7 @@ export class FilteredWatch {
 
   constructor(
     private readonly format: WireFormat,
-    private readonly filter: EndpointsFilter,
+    private readonly filter: ResponseFilter,
     /** queues frames of the hub's own into the client's stream, computed at their turn */
     private readonly inject: (produce: () => Buffer[]) => void,
     private readonly options: FilteredWatchOptions = {},
@@ -79,7 +79,7 @@ export class FilteredWatch {
     this.highWater = numericVersion(options.startResourceVersion ?? '')
   }
 
-  private track(key: string, apiVersion: string, kind: string, unfiltered: Buffer, sent: Buffer, version: bigint): void {
+  private track(key: string, apiVersion: string, kind: string, unfiltered: Buffer, sent: Buffer | null, version: bigint): void {
     this.objects.set(key, { apiVersion, kind, unfiltered, sent, sentVersion: version, needs: undefined })
     this.pending.delete(key)
   }
@@ -88,7 +88,7 @@ export class FilteredWatch {
   seed(objects: CachedObject[]): void {
     for (const object of objects) {
       if (object.format !== this.format) continue
-      const sent = this.filter.object(this.format, object.apiVersion, object.body)
+      const sent = this.filter.object(this.format, object.apiVersion, object.kind, object.body)
       this.track(`${object.namespace}/${object.name}`, object.apiVersion, object.kind, object.body, sent, numericVersion(object.resourceVersion))
     }
   }
@@ -103,7 +103,8 @@ export class FilteredWatch {
     try {
       event = this.format === 'protobuf' ? this.decodeProtobuf(frame) : this.decodeJson(frame)
     } catch {
-      return [this.filter.frame(this.format, frame)] // unreadable: the filter decides
+      const out = this.filter.frame(this.format, frame) // unreadable: the filter decides
+      return out === null ? [] : [out]
     }
     return this.takeDecoded(event, frame)
   }
@@ -127,17 +128,32 @@ export class FilteredWatch {
   private takeDecoded(event: ObjectEvent | OtherEvent, frame?: Buffer): Buffer[] {
     if (event.resourceVersion > this.highWater) this.highWater = event.resourceVersion
     if (event.key === undefined) return [frame!, ...(this.pending.size > 0 ? this.flush(false) : [])]
-    let out: Buffer
+    const held = this.objects.get(event.key)
+    // untracked: the client has it if the apiserver says so (a MODIFIED or a DELETED)
+    const clientHas = held ? held.sent !== null : event.type !== 'ADDED'
+    const out: Buffer[] = []
     if (event.type === 'DELETED') {
       this.objects.delete(event.key)
       this.pending.delete(event.key)
-      out = frame ? this.filter.frame(this.format, frame) : this.eventFrame(event.type, event.apiVersion, event.kind, event.object)
+      if (clientHas) {
+        // the apiserver's DELETED carries the object at its deletion version: filtered, or (when the
+        // filters drop it now) the form the client was shown, stamped with that version
+        const filtered = this.filter.object(this.format, event.apiVersion, event.kind, event.object)
+        if (filtered !== null && frame && filtered === event.object) out.push(frame)
+        else out.push(this.eventFrame('DELETED', event.apiVersion, event.kind, filtered ?? this.stamped(held?.sent ?? event.object, event.resourceVersion)))
+      }
     } else {
-      const filtered = this.filter.object(this.format, event.apiVersion, event.object)
+      const filtered = this.filter.object(this.format, event.apiVersion, event.kind, event.object)
       this.track(event.key, event.apiVersion, event.kind, event.object, filtered, event.resourceVersion)
-      out = frame && filtered === event.object ? frame : this.eventFrame(event.type, event.apiVersion, event.kind, filtered)
+      if (filtered === null) {
+        // dropped now: a client that was shown it is told it is gone, at this event's version
+        if (clientHas && held?.sent) out.push(this.eventFrame('DELETED', event.apiVersion, event.kind, this.stamped(held.sent, event.resourceVersion)))
+      } else {
+        const type = clientHas ? 'MODIFIED' : 'ADDED'
+        out.push(frame && filtered === event.object && type === event.type ? frame : this.eventFrame(type, event.apiVersion, event.kind, filtered))
+      }
     }
-    return this.pending.size > 0 ? [out, ...this.flush(false)] : [out]
+    return this.pending.size > 0 ? [...out, ...this.flush(false)] : out
   }
 
   /** The topology changed: queue one re-filter (several changes before its turn share it). */
@@ -148,7 +164,7 @@ export class FilteredWatch {
       this.queued = false
       for (const [key, tracked] of this.objects) {
         if (tracked.needs === 'send') continue
-        if (this.filter.object(this.format, tracked.apiVersion, tracked.unfiltered).equals(tracked.sent)) continue
+        if (same(this.filter.object(this.format, tracked.apiVersion, tracked.kind, tracked.unfiltered), tracked.sent)) continue
         tracked.needs = 'send'
         this.pending.add(key)
       }
@@ -162,14 +178,17 @@ export class FilteredWatch {
    */
   private flush(force: boolean): Buffer[] {
     const out: Buffer[] = []
-    const send = (tracked: Tracked, filtered: Buffer) => {
+    const send = (tracked: Tracked, filtered: Buffer | null) => {
+      // what the client is told: it changed, it appeared (no longer dropped), or it is gone (dropped now)
+      const shown = filtered ?? tracked.sent
+      const type = filtered === null ? 'DELETED' : tracked.sent === null ? 'ADDED' : 'MODIFIED'
       tracked.sent = filtered
-      out.push(this.eventFrame('MODIFIED', tracked.apiVersion, tracked.kind, this.stamped(filtered, tracked.sentVersion)))
+      if (shown) out.push(this.eventFrame(type, tracked.apiVersion, tracked.kind, this.stamped(shown, tracked.sentVersion)))
     }
     for (const key of [...this.pending]) {
       const tracked = this.objects.get(key)!
-      const filtered = this.filter.object(this.format, tracked.apiVersion, tracked.unfiltered)
-      if (tracked.needs === 'send' && filtered.equals(tracked.sent)) {
+      const filtered = this.filter.object(this.format, tracked.apiVersion, tracked.kind, tracked.unfiltered)
+      if (tracked.needs === 'send' && same(filtered, tracked.sent)) {
         tracked.needs = undefined // changed back before it went out
         this.pending.delete(key)
       } else if (this.highWater > tracked.sentVersion) {
@@ -252,6 +271,10 @@ export class FilteredWatch {
     if (!objectEvents.has(event.type)) return { type: event.type, resourceVersion }
     return { type: event.type, key: `${meta.namespace}/${meta.name}`, apiVersion: unknown.apiVersion, kind: unknown.kind, object: raw, resourceVersion }
   }
+}
+
+function same(a: Buffer | null, b: Buffer | null): boolean {
+  return a === b || (a !== null && b !== null && a.equals(b))
 }
 
 /** The JSON object with metadata.resourceVersion set to `rv`; every other byte kept. */

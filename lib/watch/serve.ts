@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { RequestInfo } from '../api/requestinfo.ts'
 import type { WireFormat } from '../cache/types.ts'
-import type { EndpointsFilter } from '../../filters/registry.ts'
+import type { ResponseFilter } from '../../filters/registry.ts'
 import { scopeOf } from '../cache/recorder.ts'
 import { listBody, paginate } from '../cache/offline.ts'
 import { contentTypeOf, wantedRepresentations } from '../api/negotiate.ts'
@@ -18,7 +18,7 @@ import { CacheWatcher } from './watcher.ts'
 
 export interface CacheServeOptions {
   caches: WatchCaches
-  filter?: EndpointsFilter
+  filter?: ResponseFilter
   /** BOOKMARK period of cache-served watches (the apiserver's: about a minute) */
   bookmarkIntervalMs?: number
   /** how long a request waits for a new scope's first list before a 429 */
@@ -95,7 +95,7 @@ export async function serveFromCache(info: RequestInfo, req: IncomingMessage, re
     if (page.continue) meta.continue = page.continue
     if (page.remainingItemCount !== undefined) meta.remainingItemCount = page.remainingItemCount
     const raw = listBody(cache.format, cache.kind || kindOf(info), cache.apiVersion || apiVersionOf(info), page, meta)
-    const body = options.filter ? options.filter.body(cache.format, raw) : raw
+    const body = (options.filter ? options.filter.body(cache.format, raw) : raw) ?? raw
     res.writeHead(200, { 'content-type': contentTypeOf(cache.format), 'content-length': body.length, 'cache-control': 'no-cache, private', ...offlineHeaders(online, cache) })
     res.end(body)
     return true

@@ -8,7 +8,7 @@
 import type { ServerResponse } from 'node:http'
 import type { WireFormat } from '../cache/types.ts'
 import type { CachedObject } from '../cache/types.ts'
-import type { EndpointsFilter } from '../../filters/registry.ts'
+import type { ResponseFilter } from '../../filters/registry.ts'
 import { encodeUnknown, encodeWatchEvent } from '../codec/protobuf.ts'
 import { bookmarkFrame } from '../cache/bookmark.ts'
 import { contentTypeOf } from '../api/negotiate.ts'
@@ -18,7 +18,7 @@ import { encodeBody } from '../codec/typed.ts'
 import type { CacheEvent, CacheListener, WatchCache } from './cache.ts'
 
 export interface WatcherOptions {
-  filter?: EndpointsFilter
+  filter?: ResponseFilter
   allowBookmarks: boolean
   /** from now, from the current state (ADDED events first), or the events after a version */
   from: 'now' | 'state' | bigint

@@ -74,6 +74,7 @@ function benchProvider(): TopologyProvider {
   const poolNodes = new Set([...nodeLabelsByName].filter(([, l]) => l['apps.openyurt.io/nodepool'] === 'shanghai').map(([n]) => n))
   return {
     known: true,
+    nodePool: 'shanghai',
     context: () => ({ nodeName: nodeName(0), nodeLabels: nodeLabelsByName.get(nodeName(0))!, poolNodes, nodeLabelsByName }),
     annotationOf: () => 'openyurt.io/nodepool',
   }
@@ -81,7 +82,7 @@ function benchProvider(): TopologyProvider {
 
 export async function inProcessRows(frames: number): Promise<Row[]> {
   const rows: Row[] = []
-  const registry = new FilterRegistry(benchProvider(), ['kube-proxy'], pino({ level: 'silent' }))
+  const registry = new FilterRegistry(benchProvider(), { enabled: ['servicetopology'], components: { servicetopology: ['kube-proxy'] } }, pino({ level: 'silent' }))
   const filter = registry.forRequest(classify('GET', '/apis/discovery.k8s.io/v1/endpointslices?watch=true', kubeProxy))!
   for (const [framing, frame] of [['protobuf', protobufSliceFrame()], ['json', jsonSliceFrame()]] as const) {
     await framesPerSecond(framing, frame, Math.min(frames, 2_000)) // warm-up
@@ -89,7 +90,7 @@ export async function inProcessRows(frames: number): Promise<Row[]> {
       ratioRow(
         { id: `inprocess.${framing}`, name: `${framing} frames, 100-endpoint slice: split + filter vs split only`, unit: 'frames/s', baselineLabel: 'split only' },
         await framesPerSecond(framing, frame, frames),
-        await framesPerSecond(framing, frame, frames, f => filter.frame(framing, f)),
+        await framesPerSecond(framing, frame, frames, f => filter.frame(framing, f) ?? f),
         'higher',
       ),
     )

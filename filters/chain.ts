@@ -1,0 +1,222 @@
+// The filters that apply to one request, run in order over what the response carries: a list body
+// (items changed or dropped), one object, one watch frame, in JSON or protobuf. Each filter is a
+// pure step over one object; this is the plumbing around them: decode once, run the steps, encode
+// only when something changed (the apiserver's own bytes otherwise), and never let a step's
+// failure take the response down (the object passes as it is, and the failure is reported).
+import type { WireFormat } from '../lib/cache/types.ts'
+import { assembleList, decodeUnknown, decodeWatchEvent, encodeUnknown, encodeWatchEvent, isProtobuf, splitList } from '../lib/codec/protobuf.ts'
+import { elementRanges, memberRanges } from '../lib/codec/json-scan.ts'
+
+/** One filter, bound to its context for this request. */
+export interface Step {
+  name: string
+  /** the kinds it reads; objects of other kinds are not shown to it */
+  kinds: ReadonlySet<string>
+  /** same reference when unchanged, null when dropped; never mutates */
+  json(object: unknown, kind: string, apiVersion: string): unknown | null
+  /** same Buffer when unchanged, null when dropped; throws ProtobufError on malformed bytes */
+  protobuf(raw: Buffer, kind: string, apiVersion: string): Buffer | null
+}
+
+/** What each step did, for /debug/filters and the metrics. */
+export interface StepReport {
+  ran(step: string): void
+  changed(step: string, what: string): void
+  dropped(step: string, what: string): void
+  failed(step: string, what: string, error: unknown): void
+}
+
+/** A response's filters: bodies, frames and single objects in either format. */
+export interface ResponseFilter {
+  readonly names: readonly string[]
+  /** a list (items filtered, dropped ones left out) or one object (null when dropped) */
+  body(format: WireFormat, body: Buffer): Buffer | null
+  /** one watch event (null when its object is dropped: nothing to send) */
+  frame(format: WireFormat, frame: Buffer): Buffer | null
+  /** one object as the cache stores it (JSON text, or the raw protobuf message) */
+  object(format: WireFormat, apiVersion: string, kind: string, body: Buffer): Buffer | null
+}
+
+const listSuffix = /List$/
+
+function label(object: { metadata?: { namespace?: unknown; name?: unknown } } | undefined, kind: string): string {
+  const m = object?.metadata
+  return `${kind} ${typeof m?.namespace === 'string' && m.namespace ? `${m.namespace}/` : ''}${typeof m?.name === 'string' ? m.name : '?'}`
+}
+
+export class FilterChain implements ResponseFilter {
+  readonly names: readonly string[]
+
+  constructor(
+    private readonly steps: Step[],
+    private readonly report: StepReport,
+  ) {
+    this.names = steps.map(s => s.name)
+  }
+
+  /** A decoded JSON object through every step that reads its kind. */
+  private runJson(object: unknown, kind: string, apiVersion: string): unknown | null {
+    let current = object
+    for (const step of this.steps) {
+      if (!step.kinds.has(kind)) continue
+      this.report.ran(step.name)
+      let next: unknown
+      try {
+        next = step.json(current, kind, apiVersion)
+      } catch (error) {
+        this.report.failed(step.name, label(current as never, kind), error)
+        continue
+      }
+      if (next === null) {
+        this.report.dropped(step.name, label(current as never, kind))
+        return null
+      }
+      if (next !== current) this.report.changed(step.name, label(next as never, kind))
+      current = next
+    }
+    return current
+  }
+
+  private runProtobuf(raw: Buffer, kind: string, apiVersion: string): Buffer | null {
+    let current = raw
+    for (const step of this.steps) {
+      if (!step.kinds.has(kind)) continue
+      this.report.ran(step.name)
+      let next: Buffer | null
+      try {
+        next = step.protobuf(current, kind, apiVersion)
+      } catch (error) {
+        this.report.failed(step.name, kind, error)
+        continue
+      }
+      if (next === null) {
+        this.report.dropped(step.name, kind)
+        return null
+      }
+      if (next !== current) this.report.changed(step.name, kind)
+      current = next
+    }
+    return current
+  }
+
+  object(format: WireFormat, apiVersion: string, kind: string, body: Buffer): Buffer | null {
+    if (format === 'protobuf') return this.runProtobuf(body, kind, apiVersion)
+    let document: unknown
+    try {
+      document = JSON.parse(body.toString())
+    } catch {
+      return body // not ours to judge: the client gets it as it is
+    }
+    const out = this.runJson(document, kind, apiVersion)
+    return out === null ? null : out === document ? body : Buffer.from(JSON.stringify(out))
+  }
+
+  body(format: WireFormat, body: Buffer): Buffer | null {
+    return format === 'protobuf' ? this.protobufBody(body) : this.jsonBody(body)
+  }
+
+  private protobufBody(body: Buffer): Buffer | null {
+    if (!isProtobuf(body)) return body
+    let unknown
+    try {
+      unknown = decodeUnknown(body)
+    } catch {
+      return body
+    }
+    if (!listSuffix.test(unknown.kind)) {
+      const out = this.runProtobuf(Buffer.from(unknown.raw), unknown.kind, unknown.apiVersion)
+      return out === null ? null : out.equals(unknown.raw) ? body : encodeUnknown({ apiVersion: unknown.apiVersion, kind: unknown.kind, raw: out })
+    }
+    const kind = unknown.kind.replace(listSuffix, '')
+    if (!this.steps.some(s => s.kinds.has(kind))) return body
+    let parts
+    try {
+      parts = splitList(unknown.raw)
+    } catch {
+      return body
+    }
+    let changed = false
+    const items: Buffer[] = []
+    for (const item of parts.items) {
+      const out = this.runProtobuf(item, kind, unknown.apiVersion)
+      if (out !== item) changed = true
+      if (out !== null) items.push(out)
+    }
+    if (!changed) return body
+    const remainingItemCount = parts.remainingItemCount
+    return encodeUnknown({ apiVersion: unknown.apiVersion, kind: unknown.kind, raw: assembleList({ ...parts, remainingItemCount, items }) })
+  }
+
+  private jsonBody(body: Buffer): Buffer | null {
+    let members
+    try {
+      members = memberRanges(body, ['kind', 'apiVersion', 'items'])
+    } catch {
+      return body
+    }
+    const text = (name: string) => {
+      const r = members.get(name)
+      const v = r ? (JSON.parse(body.toString('utf8', r.start, r.end)) as unknown) : undefined
+      return typeof v === 'string' ? v : ''
+    }
+    const kind = text('kind')
+    const apiVersion = text('apiVersion')
+    const itemsRange = members.get('items')
+    if (!itemsRange || !listSuffix.test(kind)) return this.object('json', apiVersion, kind, body)
+    const itemKind = kind.replace(listSuffix, '')
+    if (!this.steps.some(s => s.kinds.has(itemKind))) return body
+    // Items are spliced: only those a step changed are serialized again.
+    const parts: Buffer[] = [body.subarray(0, itemsRange.start), Buffer.from('[')]
+    let changed = false
+    let first = true
+    for (const range of elementRanges(body, itemsRange)) {
+      const raw = body.subarray(range.start, range.end)
+      let item: unknown
+      try {
+        item = JSON.parse(raw.toString())
+      } catch {
+        item = undefined
+      }
+      const out = item === undefined ? item : this.runJson(item, itemKind, apiVersion)
+      if (out === null) {
+        changed = true
+        continue
+      }
+      if (!first) parts.push(Buffer.from(','))
+      first = false
+      if (out !== item) changed = true
+      parts.push(out === item ? raw : Buffer.from(JSON.stringify(out)))
+    }
+    if (!changed) return body
+    parts.push(Buffer.from(']'), body.subarray(itemsRange.end))
+    return Buffer.concat(parts)
+  }
+
+  frame(format: WireFormat, frame: Buffer): Buffer | null {
+    if (format === 'protobuf') {
+      let event
+      try {
+        event = decodeWatchEvent(frame)
+        if (event.type === 'BOOKMARK' || event.type === 'ERROR' || !isProtobuf(event.object)) return frame
+        const unknown = decodeUnknown(event.object)
+        const out = this.runProtobuf(Buffer.from(unknown.raw), unknown.kind, unknown.apiVersion)
+        if (out === null) return null
+        return out.equals(unknown.raw) ? frame : encodeWatchEvent(event.type, encodeUnknown({ apiVersion: unknown.apiVersion, kind: unknown.kind, raw: out }))
+      } catch {
+        return frame
+      }
+    }
+    let parsed: { type?: unknown; object?: { kind?: unknown; apiVersion?: unknown } }
+    try {
+      parsed = JSON.parse(frame.toString())
+    } catch {
+      return frame
+    }
+    if (parsed.type === 'BOOKMARK' || parsed.type === 'ERROR' || typeof parsed.object !== 'object' || parsed.object === null) return frame
+    const kind = typeof parsed.object.kind === 'string' ? parsed.object.kind : ''
+    const apiVersion = typeof parsed.object.apiVersion === 'string' ? parsed.object.apiVersion : ''
+    const out = this.runJson(parsed.object, kind, apiVersion)
+    if (out === null) return null
+    return out === parsed.object ? frame : Buffer.from(JSON.stringify({ type: parsed.type, object: out }) + '\n')
+  }
+}
