@@ -1,5 +1,5 @@
 // The admin server (127.0.0.1 only): liveness, readiness with what is missing, Prometheus metrics,
-// and read-only views of the cache and the topology context for operators with curl.
+// and read-only views of the cache, the topology context and the filters for operators with curl.
 import Fastify, { LogController } from 'fastify'
 import type { Logger } from 'pino'
 import type { Metrics } from './metrics.ts'
@@ -205,5 +205,8 @@ export function createAdminServer(options: AdminOptions) {
       services: topologyReport(topology.annotatedServices(), await cachedSlices(), context),
     }
   })
+
+  // every filter: on or off (and why), for whom, and what it did last
+  admin.get('/debug/filters', async () => ({ filters: options.filters.describe() }))
   return admin
 }
