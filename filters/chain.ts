@@ -156,7 +156,12 @@ export class FilterChain implements ResponseFilter {
     }
     const text = (name: string) => {
       const r = members.get(name)
-      const v = r ? (JSON.parse(body.toString('utf8', r.start, r.end)) as unknown) : undefined
+      let v: unknown
+      try {
+        v = r ? JSON.parse(body.toString('utf8', r.start, r.end)) : undefined
+      } catch {
+        v = undefined
+      }
       return typeof v === 'string' ? v : ''
     }
     const kind = text('kind')
@@ -165,6 +170,14 @@ export class FilterChain implements ResponseFilter {
     if (!itemsRange || !listSuffix.test(kind)) return this.object('json', apiVersion, kind, body)
     const itemKind = kind.replace(listSuffix, '')
     if (!this.steps.some(s => s.kinds.has(itemKind))) return body
+    try {
+      return this.jsonItems(body, itemsRange, itemKind, apiVersion)
+    } catch {
+      return body // a list whose items cannot be told apart is not ours to judge: the client gets it as it is
+    }
+  }
+
+  private jsonItems(body: Buffer, itemsRange: { start: number; end: number }, itemKind: string, apiVersion: string): Buffer | null {
     // Items are spliced: only those a step changed are serialized again.
     const parts: Buffer[] = [body.subarray(0, itemsRange.start), Buffer.from('[')]
     let changed = false

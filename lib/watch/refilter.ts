@@ -129,8 +129,10 @@ export class FilteredWatch {
     if (event.resourceVersion > this.highWater) this.highWater = event.resourceVersion
     if (event.key === undefined) return [frame!, ...(this.pending.size > 0 ? this.flush(false) : [])]
     const held = this.objects.get(event.key)
-    // untracked: the client has it if the apiserver says so (a MODIFIED or a DELETED)
-    const clientHas = held ? held.sent !== null : event.type !== 'ADDED'
+    // an ADDED is news to the client whatever the tracker was seeded with (a seed may be newer than
+    // the version the watch started from); otherwise the client has what it was last shown, and
+    // an object the tracker never saw it has if the apiserver says so (a MODIFIED or a DELETED)
+    const clientHas = event.type === 'ADDED' ? false : held ? held.sent !== null : true
     const out: Buffer[] = []
     if (event.type === 'DELETED') {
       this.objects.delete(event.key)
