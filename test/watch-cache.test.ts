@@ -120,40 +120,49 @@ t.test('resourceVersion semantics: replay from the window, 410 when too old, BOO
   t.pass('an object leaving the selector is a DELETED to that watcher')
 })
 
-t.test('an outage: watches stay open, and after it every client converges without a single list reaching the hub', async t => {
-  const h = await startHarness({ demo: true, config: { healthIntervalMs: 100 }, start: { cacheBookmarkIntervalMs: 200 } })
-  t.teardown(() => h.close())
-  h.simulator.create(slice('outage-keep', '10.1.0.1'))
-  h.simulator.create(slice('outage-change', '10.1.0.2'))
-  h.simulator.create(slice('outage-drop', '10.1.0.3'))
-  const informers = [informer(h, kubeProxy), informer(h, coredns)]
-  for (const i of informers) await i.start()
-  t.teardown(() => Promise.all(informers.map(i => i.stop())))
-  const pb = await protobufReflector(h, '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices')
-  t.teardown(() => pb.stop())
-  await eventually(() => informers.every(i => i.list('default').some(s => s.metadata?.name === 'outage-drop')), 10_000, 'the initial lists')
-  const lists = () => h.hub.metrics.registry.getSingleMetric('outpost_requests_total')!.get().then(m => m.values.filter(v => v.labels.verb === 'list').reduce((n, v) => n + v.value, 0))
-  const listsBefore = await lists()
+for (const longOutage of [false, true]) {
+  const title = longOutage
+    ? 'an outage longer than the apiserver\'s window: the hub relists its scope once, and every client converges without a list of its own'
+    : 'an outage: watches stay open, the hub resumes its watch from its version, and every client converges without a single list'
+  t.test(title, async t => {
+    const h = await startHarness({ demo: true, config: { healthIntervalMs: 100 }, start: { cacheBookmarkIntervalMs: 200 } })
+    t.teardown(() => h.close())
+    h.simulator.create(slice('outage-keep', '10.1.0.1'))
+    h.simulator.create(slice('outage-change', '10.1.0.2'))
+    h.simulator.create(slice('outage-drop', '10.1.0.3'))
+    const informers = [informer(h, kubeProxy), informer(h, coredns)]
+    for (const i of informers) await i.start()
+    t.teardown(() => Promise.all(informers.map(i => i.stop())))
+    const pb = await protobufReflector(h, '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices')
+    t.teardown(() => pb.stop())
+    await eventually(() => informers.every(i => i.list('default').some(s => s.metadata?.name === 'outage-drop')), 10_000, 'the initial lists')
+    const lists = () => h.hub.metrics.registry.getSingleMetric('outpost_requests_total')!.get().then(m => m.values.filter(v => v.labels.verb === 'list').reduce((n, v) => n + v.value, 0))
+    const listsBefore = await lists()
 
-  await goDark(h)
-  h.simulator.create(slice('outage-new', '10.1.0.4'))
-  h.simulator.patch('discovery.k8s.io/v1', 'EndpointSlice', 'default', 'outage-change', { endpoints: [{ addresses: ['10.1.9.9'], conditions: { ready: true }, nodeName: 'kind-worker2' }] })
-  h.simulator.remove('discovery.k8s.io/v1', 'EndpointSlice', 'default', 'outage-drop')
-  await new Promise(resolve => setTimeout(resolve, 500))
-  t.ok(pb.isOpen(), 'the protobuf watch is held open through the outage')
-  await comeBack(h)
+    await goDark(h)
+    h.simulator.create(slice('outage-new', '10.1.0.4'))
+    h.simulator.patch('discovery.k8s.io/v1', 'EndpointSlice', 'default', 'outage-change', { endpoints: [{ addresses: ['10.1.9.9'], conditions: { ready: true }, nodeName: 'kind-worker2' }] })
+    h.simulator.remove('discovery.k8s.io/v1', 'EndpointSlice', 'default', 'outage-drop')
+    if (longOutage) h.simulator.compact() // the events of the outage are gone from the apiserver's window: a resumed watch gets 410
+    await new Promise(resolve => setTimeout(resolve, 500))
+    t.ok(pb.isOpen(), 'the protobuf watch is held open through the outage')
+    const hubLists = () => h.simulator.countRequests(r => !r.watch && r.verb === 'list' && r.path.endsWith('/endpointslices') && String(r.headers['user-agent']).startsWith('outpost/'))
+    const hubListsBefore = hubLists()
+    await comeBack(h)
 
-  // the outage-* slices belong to a Service without topology: every client sees them as they are
-  const mine = (s: any) => s.metadata.name.startsWith('outage-')
-  const want = () => h.simulator.list('discovery.k8s.io/v1', 'EndpointSlice').filter(mine).map((s: any) => `${s.metadata.name}=${s.endpoints?.[0]?.addresses?.[0]}`).sort().join(' ')
-  const have = (objects: any[]) => objects.filter(mine).map(s => `${s.metadata.name}=${s.endpoints?.[0]?.addresses?.[0]}`).sort().join(' ')
-  await eventually(() => informers.every(i => have([...i.list('default')]) === want()), 15_000, 'the informers to converge')
-  await eventually(() => have([...pb.state.values()]) === want(), 15_000, 'the protobuf client to converge')
-  t.ok(pb.events.includes('DELETED') && pb.events.includes('ADDED') && pb.events.includes('MODIFIED'), 'told as ADDED, MODIFIED and DELETED')
-  t.ok(pb.isOpen(), 'on the same watch')
-  t.equal(await lists(), listsBefore, 'no local client listed again')
-  t.equal(h.simulator.countRequests(r => !r.watch && r.verb === 'list' && r.path.endsWith('/endpointslices') && String(r.headers['user-agent']).startsWith('outpost/')) >= 1, true, 'the hub relisted its scope itself')
-})
+    // the outage-* slices belong to a Service without topology: every client sees them as they are
+    const mine = (s: any) => s.metadata.name.startsWith('outage-')
+    const want = () => h.simulator.list('discovery.k8s.io/v1', 'EndpointSlice').filter(mine).map((s: any) => `${s.metadata.name}=${s.endpoints?.[0]?.addresses?.[0]}`).sort().join(' ')
+    const have = (objects: any[]) => objects.filter(mine).map(s => `${s.metadata.name}=${s.endpoints?.[0]?.addresses?.[0]}`).sort().join(' ')
+    await eventually(() => informers.every(i => have([...i.list('default')]) === want()), 15_000, 'the informers to converge')
+    await eventually(() => have([...pb.state.values()]) === want(), 15_000, 'the protobuf client to converge')
+    t.ok(pb.events.includes('DELETED') && pb.events.includes('ADDED') && pb.events.includes('MODIFIED'), 'told as ADDED, MODIFIED and DELETED')
+    t.ok(pb.isOpen(), 'on the same watch')
+    t.equal(await lists(), listsBefore, 'no local client listed again')
+    if (longOutage) t.ok(hubLists() > hubListsBefore, 'the hub relisted its scope itself')
+    else t.equal(hubLists(), hubListsBefore, 'nor did the hub: its watch resumed, and the apiserver replayed what it missed')
+  })
+}
 
 t.test('two scopes of one component: an object leaving one is still served by the other, online and offline', async t => {
   const h = await startHarness({ demo: true, config: { healthIntervalMs: 100 } })

@@ -3,9 +3,10 @@
 // local client's lists and watches from them, with the apiserver's resourceVersions. Objects are
 // immutable once stored (filters make new bytes, never change these). Each change is written to
 // the disk cache before any watcher is told of it, so what a client has been shown survives a
-// SIGKILL. When the upstream relists (after a 410, or when the cloud returns from an outage) the
-// difference to what the cache held goes to every watcher as events, in resourceVersion order: no
-// local client has to relist.
+// SIGKILL. After an outage the upstream watch resumes from the cache's version and the apiserver
+// replays what was missed; when it must relist instead (a 410: the outage outlasted the apiserver's
+// window) the difference to what the cache held goes to every watcher as events, in
+// resourceVersion order. Either way no local client has to relist.
 import type { Logger } from 'pino'
 import type { CachedObject, ResourceKey, WireFormat } from '../cache/types.ts'
 import type { CacheStore } from '../cache/store.ts'

@@ -1,7 +1,8 @@
 // One upstream list+watch, for ever, as client-go's Reflector: list, then watch from the list's
 // version; a 410 or an ERROR event relists; failures back off as client-go's do; a watch silent
 // past the apiserver's BOOKMARK period is a dead link and is ended. While the cloud is away it
-// waits, and lists again once it is back. What it reads goes to a sink (a watch cache, the
+// waits, and once it is back resumes the watch from the version it had reached: a short outage
+// costs the apiserver no list at all, only the events it missed. What it reads goes to a sink (a watch cache, the
 // topology context), decoded once into CachedObjects in the wire format asked for.
 import { pipeline } from 'node:stream'
 import type { Logger } from 'pino'
@@ -43,8 +44,13 @@ export const protobufAccept = { list: 'application/vnd.kubernetes.protobuf, */*'
 
 class Relist extends Error {}
 
+/** watches failing from one version before the scope is listed again instead */
+const maxWatchRetries = 3
+
 export class Reflector {
   private stopped = false
+  /** the version the sink holds: listed, then moved on by the watch; '' before the first list */
+  private reached = ''
   private stop = () => {}
   private wake = () => {}
 
@@ -60,23 +66,31 @@ export class Reflector {
   /** Runs until halt(); `onListed` is called after each successful list. */
   async run(onListed: () => void = () => {}): Promise<void> {
     const backoff = this.options.backoff ?? new Backoff()
-    let resourceVersion = ''
+    let failedWatches = 0
     while (!this.stopped) {
+      const from = this.reached
       if (!this.options.isOnline()) {
-        resourceVersion = '' // list again once the cloud is back: it may have changed meanwhile
+        // the version is kept: once the cloud is back the watch resumes from it, and the apiserver
+        // replays what changed meanwhile (or answers 410, and then the scope is listed again)
         await this.sleep(1_000)
         continue
       }
       try {
-        if (!resourceVersion) {
-          resourceVersion = await this.list()
+        if (!this.reached) {
+          this.reached = await this.list()
           onListed()
         }
-        resourceVersion = await this.watch(resourceVersion)
+        await this.watch()
+        failedWatches = 0
       } catch (error) {
-        resourceVersion = ''
+        if (this.reached !== from) failedWatches = 0 // it got somewhere before it failed
+        // a 410 or an ERROR event lists again; so does a watch that keeps failing from the same version
+        if (error instanceof Relist || !this.reached || ++failedWatches >= maxWatchRetries) {
+          this.reached = ''
+          failedWatches = 0
+        }
         if (this.stopped) break
-        // as client-go's reflector: every failure, a 410 included, waits its backoff before the next list
+        // as client-go's reflector: every failure, a 410 included, waits its backoff before the next attempt
         const wait = backoff.next()
         const level = error instanceof Relist ? 'debug' : 'warn'
         this.options.log[level]({ resource: this.resource, err: (error as Error).message, retryInMs: wait }, `${this.resource}: list/watch failed, retrying in ${wait} ms`)
@@ -135,8 +149,9 @@ export class Reflector {
   }
 
   /** Watches until the stream ends; returns the version to go on from. */
-  private async watch(from: string): Promise<string> {
-    const res = await this.request(this.withQuery(`watch=true&allowWatchBookmarks=true&timeoutSeconds=300&resourceVersion=${from}`), this.options.accept.watch, true)
+  /** Watches from `reached`, moving it on with every event and BOOKMARK the sink has taken. */
+  private async watch(): Promise<void> {
+    const res = await this.request(this.withQuery(`watch=true&allowWatchBookmarks=true&timeoutSeconds=300&resourceVersion=${this.reached}`), this.options.accept.watch, true)
     if (res.statusCode !== 200) {
       res.body.destroy()
       if (res.statusCode === 410) throw new Relist(`watch ${this.path}: 410`)
@@ -148,7 +163,6 @@ export class Reflector {
     this.options.streams?.addUpstreamWatch(stop)
     const closed = this.options.observe?.watchOpened?.()
     const silence = new SilenceGuard(this.options.silenceMs ?? 150_000, stop)
-    let resourceVersion = from
     try {
       for await (const chunk of pipeline(res.body, new WatchFrameSplitter(format), () => {})) {
         const frame = chunk as Buffer
@@ -157,12 +171,12 @@ export class Reflector {
         const event = decodeEvent(format, frame)
         if (event.type === 'ERROR') throw new Relist(`watch ${this.path}: an ERROR event`) // 410 Expired or worse
         if (event.type === 'BOOKMARK') {
-          resourceVersion = event.resourceVersion || resourceVersion
+          this.reached = event.resourceVersion || this.reached
         } else if (event.object) {
           await this.sink.event(event.type as EventType, event.object)
-          resourceVersion = event.object.resourceVersion || resourceVersion
+          this.reached = event.object.resourceVersion || this.reached
         }
-        this.sink.progress(resourceVersion)
+        this.sink.progress(this.reached)
       }
     } finally {
       silence.stop()
@@ -170,6 +184,5 @@ export class Reflector {
       closed?.()
       res.body.destroy()
     }
-    return resourceVersion
   }
 }
