@@ -18,6 +18,7 @@ const expectedRows = [
   'list.protobuf.first', 'list.protobuf.relist', 'list.protobuf.pass-through',
   'watch.json.recorded', 'watch.json.pass-through', 'watch.protobuf.recorded', 'watch.protobuf.pass-through',
   'watchers.p99', 'rss.idle', 'rss.loaded', 'coldstart', 'kill.lost', 'kill.load-errors',
+  'fleet.watches', 'fleet.relists', 'fleet.relists-410', 'fleet.client-relists', 'fleet.bytes',
 ]
 
 t.test('the quick bench produces a number for every row', async t => {

@@ -23,6 +23,9 @@ export interface Counts {
   settleMs: number
   /** row 7: objects in the burst */
   burst: number
+  /** row 8: hubs in the fleet, and how long each outage lasts */
+  fleetHubs: number
+  fleetOutageMs: number
 }
 
 export const fullCounts: Counts = {
@@ -40,6 +43,8 @@ export const fullCounts: Counts = {
   stampIntervalMs: 25,
   settleMs: 3_000,
   burst: 5_000,
+  fleetHubs: 50,
+  fleetOutageMs: 30_000,
 }
 
 export const quickCounts: Counts = {
@@ -57,6 +62,8 @@ export const quickCounts: Counts = {
   stampIntervalMs: 25,
   settleMs: 500,
   burst: 1_000,
+  fleetHubs: 5,
+  fleetOutageMs: 2_000,
 }
 
 export interface Context {

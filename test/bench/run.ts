@@ -20,6 +20,7 @@ import type { Results, Row } from './report.ts'
 import { deliveryRows, getRows, listRows, watchRows } from './rows-proxy.ts'
 import { killRows, memoryRows } from './rows-cache.ts'
 import { inProcessRows } from './topology.ts'
+import { fleetRows } from './fleet.ts'
 
 const quick = process.env.BENCH_QUICK === '1'
 const counts = quick ? quickCounts : fullCounts
@@ -84,6 +85,9 @@ async function main(): Promise<void> {
     await sim.close()
     cleanupScratch()
   }
+  await group(rows, 'fleet', `8. a fleet of ${counts.fleetHubs} hubs through two outages, shared watch caches vs not`, () =>
+    fleetRows({ hubs: counts.fleetHubs, outageMs: counts.fleetOutageMs, services: quick ? 50 : 200, healthIntervalMs: quick ? 250 : 1_000, settleMs: quick ? 1_000 : 5_000 }),
+  )
   progress('in-process filter rows')
   inProcess = await inProcessRows(quick ? 5_000 : 50_000)
 
