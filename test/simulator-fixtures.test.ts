@@ -6,6 +6,7 @@
 import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { ApiServerSimulator } from './simulator/index.ts'
+import { asWritten, loadList } from './helpers/recorded.ts'
 import { request, watch } from './simulator/testclient.ts'
 
 const dir = new URL('./fixtures/apiserver-v1.24/', import.meta.url)
@@ -25,17 +26,6 @@ function shapeOf(v: unknown): unknown {
     return out
   }
   return typeof v
-}
-
-/** A recorded object as a client would have written it: no server-assigned metadata. */
-function asWritten(obj: any, apiVersion: string, kind: string): any {
-  const { uid: _u, resourceVersion: _r, creationTimestamp: _c, generation: _g, managedFields: _m, ...meta } = obj.metadata
-  return { ...obj, apiVersion, kind, metadata: meta }
-}
-
-function loadList(sim: ApiServerSimulator, list: any): void {
-  const kind = list.kind.replace(/List$/, '')
-  for (const item of list.items) sim.create(asWritten(item, list.apiVersion, kind))
 }
 
 async function recordedCluster(t: { teardown(fn: () => unknown): void }, options = {}): Promise<ApiServerSimulator> {

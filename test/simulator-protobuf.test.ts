@@ -14,22 +14,12 @@ import { decodeBody, decodeWatchFrame, encodeBody, encodeWatchFrame } from '../l
 import { WatchFrameSplitter } from '../lib/api/frames.ts'
 import { fixtureBytes, fixtureJson, watchFrames } from './helpers/fixtures.ts'
 import { ApiServerSimulator } from './simulator/index.ts'
+import { asWritten, loadList } from './helpers/recorded.ts'
 import { request } from './simulator/testclient.ts'
 
 const kubeProxy = { 'User-Agent': 'kube-proxy/v1.24.0 (linux/amd64) kubernetes/4ce5a89', Accept: 'application/vnd.kubernetes.protobuf, */*' }
 const kubelet = { 'User-Agent': 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89', Accept: 'application/vnd.kubernetes.protobuf, */*' }
 const metadataList = 'application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json'
-
-/** A recorded object as a client would have written it: no server-assigned metadata. */
-function asWritten(obj: any, apiVersion: string, kind: string): any {
-  const { uid: _u, resourceVersion: _r, creationTimestamp: _c, generation: _g, managedFields: _m, ...meta } = obj.metadata
-  return { ...obj, apiVersion, kind, metadata: meta }
-}
-
-function loadList(sim: ApiServerSimulator, list: any): void {
-  const kind = list.kind.replace(/List$/, '')
-  for (const item of list.items) sim.create(asWritten(item, list.apiVersion, kind))
-}
 
 async function recordedCluster(t: Test, options = {}): Promise<ApiServerSimulator> {
   const sim = await ApiServerSimulator.start(options)

@@ -9,12 +9,11 @@
 // answers leave such fields out, as the real one would never have stored them; JSON answers keep them.
 
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { gzipSync } from 'node:zlib'
 import { decodeUnknown, encodeWatchEvent } from '../../lib/codec/protobuf.ts'
 import { ProtobufError, SchemaError, decodeBody, encodeBody } from '../../lib/codec/typed.ts'
 import { failure, type Status } from '../../lib/api/status.ts'
 import { ApiError, badRequest } from './errors.ts'
-import { acceptsGzip, baseHeaders, gzipThreshold, sendJSON } from './handlers.ts'
+import { sendBytes, sendJSON } from './handlers.ts'
 import { servesProtobuf, statusFormat, type Output } from './render.ts'
 import type { ResourceEntry } from './resources.ts'
 
@@ -78,20 +77,9 @@ export function encodeLenient(obj: unknown): { body: Buffer; dropped: string[] }
   }
 }
 
-/** Writes a protobuf body as SerializeObject does: gzip above 128 KiB when the client accepts it. */
+/** Writes a protobuf body as SerializeObject does. */
 export function sendProtobuf(req: IncomingMessage, res: ServerResponse, code: number, body: Buffer): void {
-  if (res.headersSent || res.destroyed) return
-  const headers: Record<string, string> = { ...baseHeaders(), 'Content-Type': protobufType }
-  let data = body
-  if (data.length > gzipThreshold && acceptsGzip(req)) {
-    data = gzipSync(data)
-    headers['Content-Encoding'] = 'gzip'
-    headers['Vary'] = 'Accept-Encoding'
-  } else {
-    headers['Content-Length'] = String(data.length)
-  }
-  res.writeHead(code, headers)
-  res.end(req.method === 'HEAD' ? undefined : data)
+  sendBytes(req, res, code, protobufType, body)
 }
 
 /** A response body (an object or list as render.ts made it) in the negotiated format. */
