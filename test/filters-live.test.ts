@@ -4,6 +4,7 @@
 // default/kubernetes (forwardkubesvctraffic); JSON and protobuf, online and offline; the flags that
 // turn them off, and /debug/filters.
 import t from 'tap'
+import type { Test } from 'tap'
 import * as k8s from '@kubernetes/client-node'
 import { request } from 'undici'
 import { mkdtempSync } from 'node:fs'
@@ -14,6 +15,7 @@ import type { Harness } from './helpers/hub.ts'
 import { kubeConfigFor } from './helpers/clients.ts'
 import { kubectl } from './helpers/kubectl.ts'
 import { decodeUnknown, decodeWatchEvent, objectMeta, splitList } from '../lib/codec/protobuf.ts'
+import { decodeBody } from '../lib/codec/typed.ts'
 import { WatchFrameSplitter } from '../lib/api/frames.ts'
 import type { Readable } from 'node:stream'
 
@@ -142,10 +144,11 @@ t.test('--disable-filters and --filter-components turn a filter off, or point it
   t.same(filters.nodeportisolation.components, ['my-proxy'])
 })
 
-t.test('pods reach the apiserver through the hub: kubelet and kube-proxy see the hub as default/kubernetes', async t => {
+/** A hub with its HTTPS port where pods reach it (169.254.2.1), a pod that pins the apiserver's address, and kube-proxy's ConfigMap. */
+async function podsThroughHub(t: Test, disabledFilters: string[] = []): Promise<{ h: Harness; securePort: number }> {
   const securePort = await freePort()
   const certDir = mkdtempSync(path.join(os.tmpdir(), 'outpost-pki-'))
-  const h = await startHarness({ demo: true, config: { securePort, certDir, advertiseAddress: '169.254.2.1' } })
+  const h = await startHarness({ demo: true, config: { securePort, certDir, advertiseAddress: '169.254.2.1', disabledFilters } })
   t.teardown(() => h.close())
   await eventually(() => h.hub.topology.known, 10_000, 'the topology context')
   h.simulator.create({
@@ -163,7 +166,11 @@ t.test('pods reach the apiserver through the hub: kubelet and kube-proxy see the
     metadata: { name: 'kube-proxy', namespace: 'kube-system' },
     data: { 'config.conf': 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nclientConnection:\n  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf\nmode: iptables\n' },
   })
+  return { h, securePort }
+}
 
+t.test('pods reach the apiserver through the hub: kubelet and kube-proxy see the hub as default/kubernetes', async t => {
+  const { h, securePort } = await podsThroughHub(t)
   // kubelet's own informers: Services (for the pods' variables) and its pods
   const kc = kubeConfigFor(h.url, kubelet)
   const core = kc.makeApiClient(k8s.CoreV1Api)
@@ -177,6 +184,9 @@ t.test('pods reach the apiserver through the hub: kubelet and kube-proxy see the
 
   const pod = (await jsonGet(`${h.url}/api/v1/namespaces/kube-system/pods/cni-agent`, kubelet)).body
   t.same(pod.spec.containers[0].env, [{ name: 'KUBERNETES_SERVICE_HOST', value: '169.254.2.1' }, { name: 'KUBERNETES_SERVICE_PORT', value: String(securePort) }, { name: 'OTHER', value: 'x' }], "a pod's pinned apiserver address points at the hub")
+  const podRes = await request(`${h.url}/api/v1/namespaces/kube-system/pods/cni-agent`, { headers: { 'user-agent': kubelet, accept: protobuf } })
+  const podProtobuf = decodeBody(Buffer.from(await podRes.body.arrayBuffer())) as any
+  t.same(podProtobuf.spec.containers[0].env, pod.spec.containers[0].env, 'the same in protobuf, as kubelet reads it')
   const config = (await jsonGet(`${h.url}/api/v1/namespaces/kube-system/configmaps/kube-proxy`, kubelet)).body
   t.match(config.data['config.conf'], /^ {2}#kubeconfig: \/var\/lib\/kube-proxy\/kubeconfig.conf$/m, "kube-proxy's config falls back to in-cluster")
 
@@ -190,4 +200,18 @@ t.test('pods reach the apiserver through the hub: kubelet and kube-proxy see the
 
   const filters = await debugFilters(h)
   for (const name of ['masterservice', 'serviceenvupdater', 'inclusterconfig', 'forwardkubesvctraffic']) t.ok(filters[name].changed > 0, `${name} changed what it is for`)
+})
+
+t.test('--disable-filters: each of the four leaves its object as the apiserver has it', async t => {
+  const { h } = await podsThroughHub(t, ['masterservice', 'serviceenvupdater', 'inclusterconfig', 'forwardkubesvctraffic'])
+  const service = (await jsonGet(`${h.url}/api/v1/namespaces/default/services/kubernetes`, kubelet)).body
+  t.equal(service.spec.clusterIP, '10.96.0.1', 'masterservice off')
+  const pod = (await jsonGet(`${h.url}/api/v1/namespaces/kube-system/pods/cni-agent`, kubelet)).body
+  t.equal(pod.spec.containers[0].env[0].value, '10.0.0.10', 'serviceenvupdater off')
+  const config = (await jsonGet(`${h.url}/api/v1/namespaces/kube-system/configmaps/kube-proxy`, kubelet)).body
+  t.match(config.data['config.conf'], /^ {2}kubeconfig:/m, 'inclusterconfig off')
+  const slice = (await jsonGet(`${h.url}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes`, kubeProxy)).body
+  t.same(slice.endpoints.map((e: any) => e.addresses), [['127.0.0.1']], 'forwardkubesvctraffic off')
+  const filters = await debugFilters(h)
+  for (const name of ['masterservice', 'serviceenvupdater', 'inclusterconfig', 'forwardkubesvctraffic']) t.match(filters[name], { enabled: false, changed: 0 }, `${name} reported off`)
 })
