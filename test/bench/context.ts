@@ -62,8 +62,8 @@ export const quickCounts: Counts = {
   stampIntervalMs: 25,
   settleMs: 500,
   burst: 1_000,
-  fleetHubs: 5,
-  fleetOutageMs: 2_000,
+  fleetHubs: 3,
+  fleetOutageMs: 1_000,
 }
 
 export interface Context {

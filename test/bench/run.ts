@@ -86,7 +86,7 @@ async function main(): Promise<void> {
     cleanupScratch()
   }
   await group(rows, 'fleet', `8. a fleet of ${counts.fleetHubs} hubs through two outages, shared watch caches vs not`, () =>
-    fleetRows({ hubs: counts.fleetHubs, outageMs: counts.fleetOutageMs, services: quick ? 50 : 200, healthIntervalMs: quick ? 250 : 1_000, settleMs: quick ? 1_000 : 5_000 }),
+    fleetRows({ hubs: counts.fleetHubs, outageMs: counts.fleetOutageMs, services: quick ? 50 : 200, healthIntervalMs: quick ? 200 : 1_000, settleMs: quick ? 500 : 5_000 }),
   )
   progress('in-process filter rows')
   inProcess = await inProcessRows(quick ? 5_000 : 50_000)
