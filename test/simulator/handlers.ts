@@ -40,12 +40,12 @@ export function sendJSON(req: IncomingMessage, res: ServerResponse, code: number
   sendBytes(req, res, code, 'application/json', Buffer.from(JSON.stringify(body)))
 }
 
-/** Writes a whole body as SerializeObject does: gzip from 128 KiB on when the client accepts it. */
+/** Writes a whole body as SerializeObject does: gzip above 128 KiB when the client accepts it. */
 export function sendBytes(req: IncomingMessage, res: ServerResponse, code: number, contentType: string, body: Buffer): void {
   if (res.headersSent || res.destroyed) return
   let data = body
   const headers: Record<string, string> = { ...baseHeaders(), 'Content-Type': contentType }
-  if (data.length >= gzipThreshold && acceptsGzip(req)) {
+  if (data.length > gzipThreshold && acceptsGzip(req)) {
     data = gzipSync(data)
     headers['Content-Encoding'] = 'gzip'
     headers['Vary'] = 'Accept-Encoding'
