@@ -209,6 +209,17 @@ const readmeChecks: { what: string; matches(command: string): boolean; exitCode?
     },
   },
   {
+    what: 'the filters',
+    matches: c => c.endsWith(':10267/debug/filters'),
+    check(t, ran) {
+      const filters = Object.fromEntries((JSON.parse(ran.stdout).filters as any[]).map(f => [f.name, f]))
+      t.same(Object.keys(filters).sort(), ['discardcloudservice', 'forwardkubesvctraffic', 'inclusterconfig', 'masterservice', 'nodeportisolation', 'serviceenvupdater', 'servicetopology'])
+      t.match(filters.servicetopology, { enabled: true, components: ['kube-proxy', 'coredns', 'nginx-ingress-controller'] })
+      t.ok(filters.servicetopology.changed > 0, 'it changed what kube-proxy was sent above')
+      t.match(filters.masterservice, { enabled: false, off: /--advertise-address/ }, 'off in the demo, and says why')
+    },
+  },
+  {
     what: 'the metrics',
     matches: c => c.includes(':10267/metrics'),
     check(t, ran) {
