@@ -10,7 +10,8 @@
 //   core v1 Endpoints: 1 metadata, 2 repeated EndpointSubset
 //   EndpointSubset: 1 addresses, 2 notReadyAddresses, 3 ports; EndpointAddress: 1 ip, 2 targetRef, 3 hostname, 4 nodeName
 import { type EndpointPlace, type TopologyContext, decideTopology, hostnameKey, zoneLabel } from './topology.ts'
-import { FieldReader, ProtobufError, WIRE_LEN, varintSize, writeLenHeader } from '../lib/codec/wire.ts'
+import { FieldReader, ProtobufError, WIRE_LEN } from '../lib/codec/wire.ts'
+import { Edit } from './protobuf-edit.ts'
 
 export { ProtobufError } from '../lib/codec/wire.ts'
 
@@ -36,52 +37,6 @@ const sliceV1beta1 = 'discovery.k8s.io/v1beta1'
 // ---------------------------------------------------------------------------------------------
 // Edits: the output as a list of operations on one source buffer (copy a range, write a length
 // header), sized as it is built, so the result is one exact-size allocation and one pass of copies.
-
-const COPY = 0
-const HEADER = 1
-
-class Edit {
-  /** triples: (COPY, from, to) or (HEADER, field, payload length; while open: the size at opening) */
-  private readonly ops: number[] = []
-  /** bytes the operations so far produce */
-  size = 0
-
-  copy(from: number, to: number): void {
-    if (to <= from) return
-    const ops = this.ops
-    const n = ops.length
-    if (n >= 3 && ops[n - 3] === COPY && ops[n - 1] === from) ops[n - 1] = to
-    else ops.push(COPY, from, to)
-    this.size += to - from
-  }
-
-  /** Starts a length-delimited field whose payload is what is added until close(). */
-  open(field: number): number {
-    const at = this.ops.length
-    this.ops.push(HEADER, field, this.size)
-    return at
-  }
-
-  close(at: number): void {
-    const ops = this.ops
-    const payload = this.size - ops[at + 2]
-    ops[at + 2] = payload
-    this.size += varintSize(ops[at + 1] * 8 + WIRE_LEN) + varintSize(payload)
-  }
-
-  /** The output, after `prefix` bytes left for the caller. */
-  build(src: Buffer, prefix = 0): Buffer {
-    const out = Buffer.allocUnsafe(prefix + this.size)
-    const ops = this.ops
-    let pos = prefix
-    for (let i = 0; i < ops.length; i += 3) {
-      if (ops[i] === COPY) pos += src.copy(out, pos, ops[i + 1], ops[i + 2])
-      else pos = writeLenHeader(out, pos, ops[i + 1], ops[i + 2])
-    }
-    if (pos !== out.length) throw new Error(`protobuf edit wrote ${pos} of ${out.length} bytes`)
-    return out
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // One object: find out what to drop (decoding as little as possible), then emit the kept bytes.
