@@ -52,11 +52,11 @@ export class Edit {
     this.size += varintSize(ops[at + 1] * 8 + WIRE_LEN) + varintSize(payload)
   }
 
-  /** The output, after `prefix` bytes left for the caller (a watch frame's length). */
-  build(src: Buffer, prefix = 0): Buffer {
-    const out = Buffer.allocUnsafe(prefix + this.size)
+  /** The output: one exact-size allocation, one pass of copies. */
+  build(src: Buffer): Buffer {
+    const out = Buffer.allocUnsafe(this.size)
     const ops = this.ops
-    let pos = prefix
+    let pos = 0
     for (let i = 0; i < ops.length; i += 3) {
       if (ops[i] === COPY) pos += src.copy(out, pos, ops[i + 1], ops[i + 2])
       else if (ops[i] === LITERAL) pos += this.literals[ops[i + 1]].copy(out, pos)

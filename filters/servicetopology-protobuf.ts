@@ -1,7 +1,9 @@
 // Service topology on protobuf bytes: drops the endpoints the topology decision does not keep by
 // copying the bytes of everything else. Only what the decision needs is decoded (the Service's name
 // and namespace, each endpoint's node and zone); every field the filter does not change survives
-// byte for byte, and only the length headers on the path to a change are rewritten.
+// byte for byte, and only the length headers on the path to a change are rewritten. One object
+// message at a time (Unknown.raw): the filter chain (filters/chain.ts) carries it over list bodies,
+// single objects and watch frames, and their envelopes.
 //
 // Field numbers (checked against a real kube-apiserver v1.24, test/fixtures/apiserver-v1.24):
 //   EndpointSlice (discovery.k8s.io/v1 and v1beta1): 1 metadata, 2 repeated Endpoint, 3 ports, 4 addressType
@@ -10,7 +12,7 @@
 //   core v1 Endpoints: 1 metadata, 2 repeated EndpointSubset
 //   EndpointSubset: 1 addresses, 2 notReadyAddresses, 3 ports; EndpointAddress: 1 ip, 2 targetRef, 3 hostname, 4 nodeName
 import { type EndpointPlace, type TopologyContext, decideTopology, hostnameKey, zoneLabel } from './topology.ts'
-import { FieldReader, ProtobufError, WIRE_LEN } from '../lib/codec/wire.ts'
+import { FieldReader, WIRE_LEN } from '../lib/codec/wire.ts'
 import { Edit } from './protobuf-edit.ts'
 
 export { ProtobufError } from '../lib/codec/wire.ts'
@@ -35,21 +37,11 @@ const sliceV1 = 'discovery.k8s.io/v1'
 const sliceV1beta1 = 'discovery.k8s.io/v1beta1'
 
 // ---------------------------------------------------------------------------------------------
-// Edits: the output as a list of operations on one source buffer (copy a range, write a length
-// header), sized as it is built, so the result is one exact-size allocation and one pass of copies.
-
-// ---------------------------------------------------------------------------------------------
 // One object: find out what to drop (decoding as little as possible), then emit the kept bytes.
 
 interface ObjectPlan {
   dropped: number
   emit(edit: Edit): void
-}
-
-function supported(apiVersion: string, kind: string): boolean {
-  if (kind === 'EndpointSlice') return apiVersion === sliceV1 || apiVersion === sliceV1beta1
-  if (kind === 'Endpoints') return apiVersion === 'v1'
-  return false
 }
 
 function planObject(apiVersion: string, kind: string, src: Buffer, start: number, end: number, input: ServiceTopologyInput): ObjectPlan | undefined {
@@ -257,92 +249,6 @@ function addressPlace(src: Buffer, start: number, end: number): EndpointPlace {
   return nodeName ? { nodeName } : {}
 }
 
-// ---------------------------------------------------------------------------------------------
-// Envelopes: k8s\0 + Unknown (single object or *List), and watch frames.
-
-interface Outcome {
-  changed: boolean
-  dropped: number
-}
-
-/**
- * Emits the body src[start, end) (`k8s\0` + Unknown) into edit, filtered. Always emits the whole
- * body (unchanged parts as copies); the caller throws the edit away when nothing changed.
- */
-function planBody(src: Buffer, start: number, end: number, input: ServiceTopologyInput, edit: Edit): Outcome {
-  if (end - start < 4 || src[start] !== 0x6b || src[start + 1] !== 0x38 || src[start + 2] !== 0x73 || src[start + 3] !== 0) {
-    throw new ProtobufError('body does not start with the k8s protobuf magic')
-  }
-  let apiVersion = ''
-  let kind = ''
-  let rawTag = -1
-  let rawStart = 0
-  let rawEnd = 0
-  let encoded = false
-  const r = new FieldReader(src, start + 4, end)
-  while (r.next()) {
-    if (r.field === 1) {
-      r.expect(WIRE_LEN)
-      const t = new FieldReader(src, r.start, r.end)
-      while (t.next()) {
-        if (t.field === 1) apiVersion = t.string()
-        else if (t.field === 2) kind = t.string()
-      }
-    } else if (r.field === 2) {
-      r.expect(WIRE_LEN)
-      rawTag = r.tagStart
-      rawStart = r.start
-      rawEnd = r.end
-    } else if (r.field === 3) {
-      r.expect(WIRE_LEN)
-      encoded = r.end > r.start
-    }
-  }
-  const unchanged: Outcome = { changed: false, dropped: 0 }
-  const itemKind = kind.endsWith('List') ? kind.slice(0, -4) : undefined
-  if (rawTag < 0 || encoded || !(supported(apiVersion, kind) || (itemKind !== undefined && supported(apiVersion, itemKind)))) {
-    edit.copy(start, end)
-    return unchanged
-  }
-  edit.copy(start, rawTag)
-  const h = edit.open(2)
-  let outcome = unchanged
-  if (itemKind === undefined) {
-    const plan = planObject(apiVersion, kind, src, rawStart, rawEnd, input)
-    if (plan) {
-      plan.emit(edit)
-      outcome = { changed: true, dropped: plan.dropped }
-    } else edit.copy(rawStart, rawEnd)
-  } else {
-    outcome = planList(apiVersion, itemKind, src, rawStart, rawEnd, input, edit)
-  }
-  edit.close(h)
-  edit.copy(rawEnd, end)
-  return outcome
-}
-
-/** A *List message: ListMeta and every other field copied, each item (field 2) filtered. */
-function planList(apiVersion: string, kind: string, src: Buffer, start: number, end: number, input: ServiceTopologyInput, edit: Edit): Outcome {
-  const outcome: Outcome = { changed: false, dropped: 0 }
-  let cursor = start
-  const r = new FieldReader(src, start, end)
-  while (r.next()) {
-    if (r.field !== 2) continue
-    r.expect(WIRE_LEN)
-    const plan = planObject(apiVersion, kind, src, r.start, r.end, input)
-    if (!plan) continue
-    edit.copy(cursor, r.tagStart)
-    const h = edit.open(2)
-    plan.emit(edit)
-    edit.close(h)
-    cursor = r.end
-    outcome.changed = true
-    outcome.dropped += plan.dropped
-  }
-  edit.copy(cursor, end)
-  return outcome
-}
-
 /**
  * raw = an object message (Unknown.raw; no k8s\0 envelope). kind: 'EndpointSlice' | 'Endpoints'
  * (apiVersion tells v1 from v1beta1); anything else → unchanged (same Buffer). The Service: label
@@ -360,73 +266,4 @@ export function filterEndpointsRaw(apiVersion: string, kind: string, raw: Buffer
 export function slicePlacesRaw(apiVersion: string, raw: Buffer): EndpointPlace[] | undefined {
   if (apiVersion !== sliceV1 && apiVersion !== sliceV1beta1) return undefined
   return slicePlaces(apiVersion === sliceV1beta1, raw, metaAndRepeated(raw, 0, raw.length, false, false).spans)
-}
-
-/** A whole protobuf body (k8s\0 + Unknown): a single object or a *List of them; the same Buffer when nothing changed. */
-export function filterProtobufBody(body: Buffer, input: ServiceTopologyInput): { body: Buffer; changed: boolean; dropped: number } {
-  const edit = new Edit()
-  const outcome = planBody(body, 0, body.length, input, edit)
-  if (!outcome.changed) return { body, changed: false, dropped: 0 }
-  return { body: edit.build(body), changed: true, dropped: outcome.dropped }
-}
-
-const filteredEvents = new Set(['ADDED', 'MODIFIED', 'DELETED'])
-
-/**
- * One watch frame as WatchFrameSplitter emits it (4-byte big-endian length + WatchEvent {1 type,
- * 2 RawExtension {1 raw}}): the event's object filtered; BOOKMARK, ERROR and other types unchanged.
- */
-export function filterProtobufWatchFrame(frame: Buffer, input: ServiceTopologyInput): { frame: Buffer; changed: boolean; dropped: number } {
-  if (frame.length < 4) throw new ProtobufError('watch frame shorter than its length prefix')
-  const length = frame.readUInt32BE(0)
-  if (length !== frame.length - 4) {
-    throw new ProtobufError(`watch frame length prefix ${length} does not match its ${frame.length - 4} bytes`)
-  }
-  let typeStart = -1
-  let typeEnd = -1
-  let extTag = -1
-  let extStart = 0
-  let extEnd = 0
-  const r = new FieldReader(frame, 4)
-  while (r.next()) {
-    if (r.field === 1) {
-      r.expect(WIRE_LEN)
-      typeStart = r.start
-      typeEnd = r.end
-    } else if (r.field === 2) {
-      r.expect(WIRE_LEN)
-      extTag = r.tagStart
-      extStart = r.start
-      extEnd = r.end
-    }
-  }
-  const unchanged = { frame, changed: false, dropped: 0 }
-  if (extTag < 0 || typeEnd - typeStart > 8 || !filteredEvents.has(frame.toString('latin1', typeStart, typeEnd))) return unchanged
-  let rawTag = -1
-  let rawStart = 0
-  let rawEnd = 0
-  const x = new FieldReader(frame, extStart, extEnd)
-  while (x.next()) {
-    if (x.field !== 1) continue
-    x.expect(WIRE_LEN)
-    rawTag = x.tagStart
-    rawStart = x.start
-    rawEnd = x.end
-  }
-  if (rawTag < 0) return unchanged
-
-  const edit = new Edit()
-  edit.copy(4, extTag)
-  const hExt = edit.open(2)
-  edit.copy(extStart, rawTag)
-  const hRaw = edit.open(1)
-  const outcome = planBody(frame, rawStart, rawEnd, input, edit)
-  edit.close(hRaw)
-  edit.copy(rawEnd, extEnd)
-  edit.close(hExt)
-  edit.copy(extEnd, frame.length)
-  if (!outcome.changed) return unchanged
-  const out = edit.build(frame, 4)
-  out.writeUInt32BE(edit.size, 0)
-  return { frame: out, changed: true, dropped: outcome.dropped }
 }

@@ -1,11 +1,12 @@
+// Service topology on protobuf bytes, through the filter chain as production builds it (a list, one
+// object, one watch frame) and, object by object, through filterEndpointsRaw (the step it runs).
 import t, { type Test } from 'tap'
+import { pino } from 'pino'
 import { fixtureBytes, fixtureJson, recordedAnnotations, recordedContext, watchFrames } from './helpers/fixtures.ts'
-import {
-  type ServiceTopologyInput,
-  filterEndpointsRaw,
-  filterProtobufBody,
-  filterProtobufWatchFrame,
-} from '../filters/servicetopology-protobuf.ts'
+import { type ServiceTopologyInput, filterEndpointsRaw } from '../filters/servicetopology-protobuf.ts'
+import { FilterRegistry } from '../filters/registry.ts'
+import type { ResponseFilter, TopologyProvider } from '../filters/registry.ts'
+import { classify } from '../lib/api/requestinfo.ts'
 import { type EndpointPlace, type TopologyContext, decideTopology } from '../filters/topology.ts'
 import { ProtobufError, assembleList, decodeUnknown, decodeWatchEvent, encodeUnknown, objectMeta, splitList } from '../lib/codec/protobuf.ts'
 import { FieldReader, lenFieldSize, writeBytesField, writeStringField } from '../lib/codec/wire.ts'
@@ -19,16 +20,42 @@ const contextFor = (nodeName: string): TopologyContext => recordedContext(nodeNa
 
 const annotationsAsRecorded = recordedAnnotations()
 
-function inputWith(annotations: Map<string, string> | ((ns: string, svc: string) => string | undefined), nodeName = 'kind-worker2'): ServiceTopologyInput & { invalid: string[] } {
+type Input = ServiceTopologyInput & {
+  /** onInvalid's reports (filterEndpointsRaw called directly) */
+  invalid: string[]
+  /** what the chains made from this input logged (warn and above) */
+  warnings: string[]
+}
+
+function inputWith(annotations: Map<string, string> | ((ns: string, svc: string) => string | undefined), nodeName = 'kind-worker2'): Input {
   const invalid: string[] = []
   return {
     invalid,
+    warnings: [],
     topology: contextFor(nodeName),
     annotationOf: typeof annotations === 'function' ? annotations : (ns, svc) => annotations.get(`${ns}/${svc}`),
     onInvalid: (ns, svc, reason) => invalid.push(`${ns}/${svc}: ${reason}`),
   }
 }
 const recorded = () => inputWith(annotationsAsRecorded)
+
+// --- the chain, as production builds it for kube-proxy ------------------------------------------
+
+const slicesPath = '/apis/discovery.k8s.io/v1/endpointslices'
+const watchPath = `${slicesPath}?watch=true`
+const v1beta1Path = '/apis/discovery.k8s.io/v1beta1/namespaces/default/endpointslices/svc-ud1-abcde'
+const endpointsPath = '/api/v1/namespaces/default/endpoints/svc-ud1'
+
+/** The filters production runs for kube-proxy's GET of path, reading input's topology and annotations. */
+function chainFor(input: Input, path = slicesPath): ResponseFilter {
+  const provider: TopologyProvider = { known: true, nodePool: '', context: () => input.topology, annotationOf: (ns, svc) => input.annotationOf(ns, svc) }
+  const log = pino({ level: 'warn' }, { write: (line: string) => void input.warnings.push(JSON.parse(line).msg) })
+  const chain = new FilterRegistry(provider, { enabled: ['servicetopology'], components: { servicetopology: ['kube-proxy'] } }, log).forRequest(
+    classify('GET', path, 'kube-proxy/v1.24.0'),
+  )
+  if (!chain) throw new Error(`no filter for ${path}`)
+  return chain
+}
 
 // --- a protobuf field walker for the checks ----------------------------------------------------
 
@@ -54,6 +81,12 @@ function lenField(field: number, payload: Buffer): Buffer {
 }
 
 const frames = watchFrames
+
+/** Endpoints (field 2) of an EndpointSlice message. */
+const endpointCount = (raw: Buffer): number => fields(raw).filter(f => f.field === 2).length
+/** How many endpoints went from input to output, item by item. */
+const droppedBetween = (input: Buffer[], output: Buffer[]): number =>
+  input.reduce((n, item) => n + endpointCount(item), 0) - output.reduce((n, item) => n + endpointCount(item), 0)
 
 /**
  * The output slice equals the input slice with some Endpoint fields (2) taken out: every other field
@@ -102,17 +135,16 @@ function expectedFromJson(slice: any, input: ServiceTopologyInput): string[] {
 t.test('list-endpointslices.pb', async t => {
   const body = bytes('list-endpointslices.pb')
   const input = recorded()
-  const out = filterProtobufBody(body, input)
-  t.ok(out.changed)
-  t.equal(out.dropped, 3, 'svc-ud1 drops 2, svc-host drops 1')
-  t.same(input.invalid, [])
+  const out = chainFor(input).body('protobuf', body)!
+  t.not(out, body, 'changed')
+  t.same(input.warnings, [], 'nothing reported')
 
   const before = decodeUnknown(body)
-  const after = decodeUnknown(out.body)
+  const after = decodeUnknown(out)
   t.equal(after.apiVersion, 'discovery.k8s.io/v1')
   t.equal(after.kind, 'EndpointSliceList')
   t.same(
-    fields(out.body.subarray(4)).filter(f => f.field !== 2).map(f => f.all),
+    fields(out.subarray(4)).filter(f => f.field !== 2).map(f => f.all),
     fields(body.subarray(4)).filter(f => f.field !== 2).map(f => f.all),
     'Unknown envelope fields other than raw byte-identical',
   )
@@ -125,8 +157,9 @@ t.test('list-endpointslices.pb', async t => {
   const outList = splitList(after.raw)
   t.equal(outList.resourceVersion, inList.resourceVersion)
   t.equal(outList.items.length, inList.items.length, 'same number of items')
+  t.equal(droppedBetween(inList.items, outList.items), 3, 'svc-ud1 drops 2, svc-host drops 1')
   // the envelope is exactly what the apiserver would write for these items
-  t.ok(encodeUnknown({ apiVersion: after.apiVersion, kind: after.kind, raw: assembleList(outList) }).equals(out.body), 'lengths and envelope canonical')
+  t.ok(encodeUnknown({ apiVersion: after.apiVersion, kind: after.kind, raw: assembleList(outList) }).equals(out), 'lengths and envelope canonical')
 
   const jsonItems: any[] = json('list-endpointslices.json').items
   const kept = new Map<string, string[]>()
@@ -178,10 +211,10 @@ t.test('a single key with no match: the slice stays, with no endpoints', async t
   const body = bytes('list-endpointslices.pb')
   // kind-control-plane hosts none of the endpoints; its pool beijing has none either
   const input = inputWith(new Map([['default/svc-ud1', 'kubernetes.io/hostname'], ['default/svc-host', 'openyurt.io/nodepool']]), 'kind-control-plane')
-  const out = filterProtobufBody(body, input)
-  t.equal(out.dropped, 6)
+  const out = chainFor(input).body('protobuf', body)!
   const inItems = splitList(decodeUnknown(body).raw).items
-  const outItems = splitList(decodeUnknown(out.body).raw).items
+  const outItems = splitList(decodeUnknown(out).raw).items
+  t.equal(droppedBetween(inItems, outItems), 6)
   t.equal(outItems.length, 4)
   for (let i = 0; i < inItems.length; i++) {
     const name = sliceName(inItems[i])
@@ -195,31 +228,29 @@ t.test('a single key with no match: the slice stays, with no endpoints', async t
 t.test('unchanged input: the same Buffer', async t => {
   // Services without the annotation
   const none = inputWith(new Map())
-  for (const name of ['list-endpointslices.pb', 'get-endpointslice-v1beta1.pb', 'get-endpoints-svc-ud1.pb']) {
+  for (const [name, path] of [['list-endpointslices.pb', slicesPath], ['get-endpointslice-v1beta1.pb', v1beta1Path], ['get-endpoints-svc-ud1.pb', endpointsPath]]) {
     const body = bytes(name)
-    const out = filterProtobufBody(body, none)
-    t.equal(out.body, body, `${name}: the same Buffer`)
-    t.same([out.changed, out.dropped], [false, 0])
+    t.equal(chainFor(none, path).body('protobuf', body), body, `${name}: the same Buffer`)
   }
-  // other kinds, annotated or not
+  // other kinds, annotated or not (as if the apiserver answered with them): not the filter's to touch
+  const annotated = chainFor(inputWith(() => 'kubernetes.io/hostname'))
   for (const name of ['list-pods-kind-worker2.pb', 'list-services.pb', 'list-services.metadata.pb', 'get-lease-kind-worker2.pb', 'get-node-kind-worker2.pb']) {
     const body = bytes(name)
-    t.equal(filterProtobufBody(body, inputWith(() => 'kubernetes.io/hostname')).body, body, `${name}: the same Buffer`)
+    t.equal(annotated.body('protobuf', body), body, `${name}: the same Buffer`)
   }
   // everything kept (the `*` key, or a pool holding every node): the same Buffer
-  const all = filterProtobufBody(bytes('list-endpointslices.pb'), inputWith(() => '*'))
-  t.notOk(all.changed)
+  const list = bytes('list-endpointslices.pb')
+  t.equal(chainFor(inputWith(() => '*')).body('protobuf', list), list)
   const body = bytes('get-endpoints-svc-ud1.pb')
-  t.equal(filterProtobufBody(body, inputWith(() => 'kubernetes.io/hostname,*', 'kind-control-plane')).body, body)
+  t.equal(chainFor(inputWith(() => 'kubernetes.io/hostname,*', 'kind-control-plane'), endpointsPath).body('protobuf', body), body)
 })
 
 t.test('an invalid annotation: reported, the object unchanged', async t => {
   const body = bytes('list-endpointslices.pb')
   const input = inputWith(new Map([['default/svc-ud1', '*,kubernetes.io/hostname']]))
-  const out = filterProtobufBody(body, input)
-  t.equal(out.body, body)
-  t.equal(input.invalid.length, 1)
-  t.match(input.invalid[0], /^default\/svc-ud1: /)
+  t.equal(chainFor(input).body('protobuf', body), body)
+  t.equal(input.warnings.length, 1, 'one warning')
+  t.match(input.warnings[0], /^servicetopology: annotation of default\/svc-ud1 ignored: /)
 })
 
 // --- watch ---------------------------------------------------------------------------------------
@@ -228,51 +259,55 @@ t.test('watch-endpointslices.pb frames', async t => {
   const all = frames(bytes('watch-endpointslices.pb'))
   t.equal(all.length, 5)
   const input = recorded()
+  const chain = chainFor(input, watchPath)
   const types: string[] = []
   for (const frame of all) {
     const event = decodeWatchEvent(frame)
     types.push(event.type)
-    const out = filterProtobufWatchFrame(frame, input)
+    const out = chain.frame('protobuf', frame)!
     if (event.type === 'BOOKMARK') {
-      t.equal(out.frame, frame, 'BOOKMARK: the same Buffer')
-      t.notOk(out.changed)
+      t.equal(out, frame, 'BOOKMARK: the same Buffer')
       continue
     }
     const raw = decodeUnknown(event.object).raw
     const name = sliceName(raw)
     if (name !== 'svc-ud1-abcde') {
       // svc-ud1-zzzzz has its one endpoint on kind-worker2: kept
-      t.equal(out.frame, frame, `${event.type} ${name}: the same Buffer`)
+      t.equal(out, frame, `${event.type} ${name}: the same Buffer`)
       continue
     }
-    t.ok(out.changed)
-    t.equal(out.dropped, 1)
-    t.equal(out.frame.readUInt32BE(0), out.frame.length - 4, 'length prefix')
-    const after = decodeWatchEvent(out.frame)
+    t.not(out, frame, 'changed')
+    t.equal(out.readUInt32BE(0), out.length - 4, 'length prefix')
+    const after = decodeWatchEvent(out)
     t.equal(after.type, event.type)
     // the frame's own fields other than the object, and the envelope, as the apiserver would write them
     const rebuiltObject = decodeUnknown(after.object)
     t.equal(rebuiltObject.apiVersion, 'discovery.k8s.io/v1')
     t.equal(rebuiltObject.kind, 'EndpointSlice')
     t.ok(encodeUnknown(rebuiltObject).equals(after.object), 'Unknown envelope lengths')
+    t.equal(endpointCount(raw) - endpointCount(rebuiltObject.raw), 1, 'one endpoint dropped')
     t.same(checkSlice(t, raw, rebuiltObject.raw), ['10.244.1.3', '10.244.3.2'])
     const twin = bytes('watch-endpointslices.json').toString().trim().split('\n').map(l => JSON.parse(l))[0].object
     t.same(expectedFromJson(twin, input), ['10.244.1.3', '10.244.3.2'])
   }
   t.same(types, ['MODIFIED', 'ADDED', 'DELETED', 'BOOKMARK', 'BOOKMARK'])
   // not at home anywhere: ADDED and DELETED lose their endpoint too
-  const away = inputWith(new Map([['default/svc-ud1', 'kubernetes.io/hostname']]), 'kind-worker3')
-  const added = filterProtobufWatchFrame(all[1], away)
-  t.equal(added.dropped, 1)
-  t.equal(added.frame.readUInt32BE(0), added.frame.length - 4)
-  t.same(fields(decodeUnknown(decodeWatchEvent(added.frame).object).raw).filter(f => f.field === 2), [])
-  t.equal(filterProtobufWatchFrame(all[3], away).frame, all[3])
+  const away = chainFor(inputWith(new Map([['default/svc-ud1', 'kubernetes.io/hostname']]), 'kind-worker3'), watchPath)
+  for (const frame of [all[1], all[2]]) {
+    const type = decodeWatchEvent(frame).type
+    t.equal(endpointCount(decodeUnknown(decodeWatchEvent(frame).object).raw), 1, `${type} had one endpoint`)
+    const out = away.frame('protobuf', frame)!
+    t.equal(out.readUInt32BE(0), out.length - 4)
+    t.equal(decodeWatchEvent(out).type, type)
+    t.same(fields(decodeUnknown(decodeWatchEvent(out).object).raw).filter(f => f.field === 2), [], `${type} has none now`)
+  }
+  t.equal(away.frame('protobuf', all[3]), all[3])
 })
 
 t.test('watch ERROR frames pass as they are', async t => {
   const frame = frames(bytes('watch-expired.pb'))[0]
   t.equal(decodeWatchEvent(frame).type, 'ERROR')
-  t.equal(filterProtobufWatchFrame(frame, inputWith(() => 'kubernetes.io/hostname')).frame, frame)
+  t.equal(chainFor(inputWith(() => 'kubernetes.io/hostname'), watchPath).frame('protobuf', frame), frame)
 })
 
 // --- v1beta1 slices and core Endpoints -----------------------------------------------------------
@@ -282,20 +317,20 @@ t.test('get-endpointslice-v1beta1.pb: the node from the topology map', async t =
   const twin = json('get-endpointslice-v1beta1.json')
   for (const annotation of ['openyurt.io/nodepool', 'kubernetes.io/hostname', 'topology.kubernetes.io/zone', 'topology.kubernetes.io/region']) {
     const input = inputWith(new Map([['default/svc-ud1', annotation]]))
-    const out = filterProtobufBody(body, input)
+    const out = chainFor(input, v1beta1Path).body('protobuf', body)!
     const before = decodeUnknown(body)
-    const after = decodeUnknown(out.body)
+    const after = decodeUnknown(out)
     t.equal(after.apiVersion, 'discovery.k8s.io/v1beta1')
-    t.ok(encodeUnknown(after).equals(out.body), 'envelope')
+    t.ok(encodeUnknown(after).equals(out), 'envelope')
     const expected = expectedFromJson(twin, input)
     t.same(checkSlice(t, before.raw, after.raw), expected, `${annotation}: as the JSON twin says`)
     if (annotation === 'topology.kubernetes.io/region') {
       // kind-worker (east) and kind-worker2 (east): both kept
       t.same(expected, ['10.244.2.3', '10.244.1.3'])
-      t.equal(out.body, body)
+      t.equal(out, body)
     } else {
       t.same(expected, ['10.244.1.3'])
-      t.equal(out.dropped, 1)
+      t.equal(endpointCount(before.raw) - endpointCount(after.raw), 1)
     }
   }
 
@@ -363,17 +398,19 @@ t.test('get-endpoints-svc-ud1.pb: ready and not-ready addresses, one decision', 
   ]
   for (const [annotation, node, expected] of cases) {
     const input = inputWith(new Map([['default/svc-ud1', annotation]]), node)
-    const out = filterProtobufBody(body, input)
-    const after = decodeUnknown(out.body)
+    const out = chainFor(input, endpointsPath).body('protobuf', body)!
+    const after = decodeUnknown(out)
     t.equal(after.kind, 'Endpoints')
-    t.ok(encodeUnknown(after).equals(out.body), 'envelope')
+    t.ok(encodeUnknown(after).equals(out), 'envelope')
     t.same(
       subsetsOf(after.raw).map(s => ({ addresses: s.addresses, notReady: s.notReady })),
       expected,
       `${annotation} on ${node}`,
     )
     t.same(expectedEndpoints(twin, input), expected, 'as the JSON twin says')
-    t.equal(out.dropped, 4 - expected.reduce((n, s) => n + s.addresses.length + s.notReady.length, 0))
+    const addressCount = (raw: Buffer) => subsetsOf(raw).reduce((n, s) => n + s.addresses.length + s.notReady.length, 0)
+    t.equal(addressCount(before.raw), 4)
+    t.equal(addressCount(after.raw), expected.reduce((n, s) => n + s.addresses.length + s.notReady.length, 0))
     t.same(
       fields(after.raw).filter(f => f.field !== 2).map(f => f.all),
       fields(before.raw).filter(f => f.field !== 2).map(f => f.all),
@@ -414,54 +451,75 @@ t.test('Endpoints: a subset left empty goes, the others stay', async t => {
 
 // --- malformed input -----------------------------------------------------------------------------
 
-function onlyProtobufErrors(t: Test, f: () => unknown, what: string): 'ok' | 'error' {
-  try {
-    f()
-    return 'ok'
-  } catch (error) {
-    if (!(error instanceof ProtobufError)) t.fail(`${what}: ${String(error)}`)
-    return 'error'
-  }
-}
-
-t.test('malformed input: a ProtobufError, never a crash or a hang', async t => {
+t.test('malformed objects: filterEndpointsRaw throws a ProtobufError', async t => {
   const input = recorded()
-  t.throws(() => filterProtobufBody(Buffer.from('{"kind":"EndpointSliceList"}'), input), ProtobufError)
-  t.throws(() => filterProtobufWatchFrame(Buffer.from([0, 0]), input), ProtobufError)
-  t.throws(() => filterProtobufWatchFrame(Buffer.from([0, 0, 0, 9, 1]), input), ProtobufError)
-  const body = bytes('list-endpointslices.pb')
-  t.throws(() => filterProtobufBody(body.subarray(0, body.length - 7), input), ProtobufError, 'truncated')
+  const item = splitList(decodeUnknown(bytes('list-endpointslices.pb')).raw).items.find(i => sliceName(i) === 'svc-ud1-abcde')!
   // an endpoint field with the wrong wire type
-  const item = splitList(decodeUnknown(body).raw).items.find(i => sliceName(i) === 'svc-ud1-abcde')!
   const bad = Buffer.concat([item, Buffer.from([0x10, 0x01])])
   t.throws(() => filterEndpointsRaw('discovery.k8s.io/v1', 'EndpointSlice', bad, input), ProtobufError, 'field 2 as a varint')
   t.throws(() => filterEndpointsRaw('discovery.k8s.io/v1', 'EndpointSlice', Buffer.from([0x12, 0x7f, 0x0a]), recorded()), ProtobufError)
+})
 
-  // every truncation and many corruptions of every fixture: a result or a ProtobufError
-  const sources: [string, Buffer, 'body' | 'frame'][] = [
-    ['list-endpointslices.pb', body, 'body'],
-    ['get-endpoints-svc-ud1.pb', bytes('get-endpoints-svc-ud1.pb'), 'body'],
-    ['get-endpointslice-v1beta1.pb', bytes('get-endpointslice-v1beta1.pb'), 'body'],
-    ...frames(bytes('watch-endpointslices.pb')).map((f, i): [string, Buffer, 'frame'] => [`frame ${i}`, f, 'frame']),
+t.test('malformed input through the chain: never a throw or a hang; what it cannot read passes as it is', async t => {
+  const input = recorded()
+  const slices = chainFor(input)
+  const watch = chainFor(input, watchPath)
+  const notProtobuf = Buffer.from('{"kind":"EndpointSliceList"}')
+  t.equal(slices.body('protobuf', notProtobuf), notProtobuf, 'not protobuf: the same Buffer')
+  for (const frame of [Buffer.from([0, 0]), Buffer.from([0, 0, 0, 9, 1])]) t.equal(watch.frame('protobuf', frame), frame, 'a frame shorter than its prefix says: the same Buffer')
+  const body = bytes('list-endpointslices.pb')
+  const truncated = body.subarray(0, body.length - 7)
+  t.equal(slices.body('protobuf', truncated), truncated, 'truncated: the same Buffer')
+  t.same(input.warnings, [], 'nothing reached the filter')
+
+  // one malformed item among good ones: it passes as it is (reported), the others are filtered
+  const list = splitList(decodeUnknown(body).raw)
+  const badAt = list.items.findIndex(i => sliceName(i) === 'svc-ud1-abcde')
+  const bad = Buffer.concat([list.items[badAt], Buffer.from([0x10, 0x01])])
+  const withBad = encodeUnknown({ apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSliceList', raw: assembleList({ ...list, items: list.items.map((item, i) => (i === badAt ? bad : item)) }) })
+  const out = splitList(decodeUnknown(slices.body('protobuf', withBad)!).raw).items
+  t.ok(out[badAt].equals(bad), 'the malformed item byte-identical')
+  t.same(checkSlice(t, list.items[list.items.findIndex(i => sliceName(i) === 'svc-host-klmno')], out.find(i => sliceName(i) === 'svc-host-klmno')!), ['10.244.1.3'], 'svc-host filtered')
+  t.equal(input.warnings.length, 1)
+  t.match(input.warnings[0], /^servicetopology: an object passed unfiltered: /)
+
+  // every truncation and many corruptions of every fixture: some bytes, and never a throw
+  const sources: [string, Buffer, 'body' | 'frame', string][] = [
+    ['list-endpointslices.pb', body, 'body', slicesPath],
+    ['get-endpoints-svc-ud1.pb', bytes('get-endpoints-svc-ud1.pb'), 'body', endpointsPath],
+    ['get-endpointslice-v1beta1.pb', bytes('get-endpointslice-v1beta1.pb'), 'body', v1beta1Path],
+    ...frames(bytes('watch-endpointslices.pb')).map((f, i): [string, Buffer, 'frame', string] => [`frame ${i}`, f, 'frame', watchPath]),
   ]
   let seed = 12345
   const random = () => (seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32
-  let errors = 0
-  for (const [name, src, shape] of sources) {
-    const run = (b: Buffer) => (shape === 'body' ? filterProtobufBody(b, input) : filterProtobufWatchFrame(b, input))
+  let asItIs = 0
+  for (const [name, src, shape, path] of sources) {
+    const chain = chainFor(input, path)
+    const run = (b: Buffer) => (shape === 'body' ? chain.body('protobuf', b) : chain.frame('protobuf', b))
+    const check = (b: Buffer, what: string) => {
+      let out: Buffer | null
+      try {
+        out = run(b)
+      } catch (error) {
+        t.fail(`${what}: ${String(error)}`)
+        return
+      }
+      if (!Buffer.isBuffer(out)) t.fail(`${what}: ${String(out)}`)
+      else if (out === b) asItIs++
+    }
     for (let n = 0; n < src.length; n += 3) {
       let b = src.subarray(0, n)
       if (shape === 'frame' && n >= 4) {
         b = Buffer.from(b)
         b.writeUInt32BE(n - 4, 0)
       }
-      if (onlyProtobufErrors(t, () => run(b), `${name} cut at ${n}`) === 'error') errors++
+      check(b, `${name} cut at ${n}`)
     }
     for (let i = 0; i < 400; i++) {
       const b = Buffer.from(src)
       for (let k = 1 + Math.floor(random() * 3); k > 0; k--) b[4 + Math.floor(random() * (b.length - 4))] = Math.floor(random() * 256)
-      if (onlyProtobufErrors(t, () => run(b), `${name} corrupted`) === 'error') errors++
+      check(b, `${name} corrupted`)
     }
   }
-  t.ok(errors > 100, `${errors} malformed inputs refused`)
+  t.ok(asItIs > 100, `${asItIs} damaged inputs passed as they are`)
 })
