@@ -294,7 +294,7 @@ export const flags: readonly FlagSpec[] = [
   }),
   spec({
     flag: 'admin-port', env: 'OUTPOST_ADMIN_PORT', arg: 'PORT', key: 'adminPort', default: String(defaults.adminPort),
-    help: 'admin port: /v1/healthz, /v1/readyz, /metrics, /debug/cache, /debug/topology',
+    help: 'admin port: /v1/healthz, /v1/readyz, /metrics, /debug/{cache,topology,filters}',
     parse: values => port(last(values)),
   }),
   spec({
@@ -343,7 +343,7 @@ export const flags: readonly FlagSpec[] = [
     parse: values => ipAddress(last(values)),
   }),
   spec({
-    flag: 'shared-watches', env: 'OUTPOST_SHARED_WATCHES', arg: 'BOOL', key: 'sharedWatches', default: String(defaults.sharedWatches),
+    flag: 'shared-watches', env: 'OUTPOST_SHARED_WATCHES', arg: '', boolean: true, key: 'sharedWatches', default: String(defaults.sharedWatches),
     help: 'one upstream list+watch per scope for Services, slices, Endpoints, Nodes, kubelet pods',
     parse: values => bool(last(values)),
   }),

@@ -185,7 +185,8 @@ export class FilterRegistry {
     const steps: Step[] = []
     for (const spec of specs) {
       const step = this.steps.get(spec.name)
-      if (!step || !spec.resources.includes(resource) || !this.reports.get(spec.name)!.components.includes(info.component)) continue
+      const components = this.reports.get(spec.name)!.components
+      if (!step || !spec.resources.includes(resource) || !(components.includes(info.component) || components.includes('*'))) continue
       // service topology needs this node: until it is known, objects pass as they are
       if (spec.name === 'servicetopology' && !this.provider.known) continue
       steps.push(step)

@@ -131,3 +131,11 @@ t.test('damaged bodies and frames never throw out of the chain', async t => {
   }
   t.ok(tried >= 4000, `${tried} damaged inputs`)
 })
+
+t.test("'*' in a filter's components means every component, as in --cache-components", async t => {
+  const context = recordedContext('kind-worker2')
+  const provider: TopologyProvider = { known: true, nodePool: 'shanghai', context: () => context, annotationOf: () => undefined }
+  const r = new FilterRegistry(provider, { enabled: filterNames, components: { discardcloudservice: ['*'] } }, pino({ level: 'silent' }))
+  t.same(r.forRequest(classify('GET', '/api/v1/services', 'my-agent/v1'))?.names, ['discardcloudservice'])
+  t.equal(r.forRequest(classify('GET', '/api/v1/configmaps', 'my-agent/v1')), undefined, 'only for the resources it reads')
+})

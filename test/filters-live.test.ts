@@ -9,6 +9,8 @@ import * as k8s from '@kubernetes/client-node'
 import { request } from 'undici'
 import { mkdtempSync } from 'node:fs'
 import os from 'node:os'
+import tls from 'node:tls'
+import { once } from 'node:events'
 import path from 'node:path'
 import { startHarness, eventually, freePort, goDark } from './helpers/hub.ts'
 import type { Harness } from './helpers/hub.ts'
@@ -193,6 +195,13 @@ t.test('pods reach the apiserver through the hub: kubelet and kube-proxy see the
   const slice = (await jsonGet(`${h.url}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes`, kubeProxy)).body
   t.same(slice.endpoints.map((e: any) => e.addresses), [['169.254.2.1']], 'kube-proxy forwards default/kubernetes to the hub')
   t.equal(slice.ports[0].port, securePort)
+
+  // pods sent to the advertised address verify the hub's certificate there
+  const socket = tls.connect({ host: '127.0.0.1', port: securePort, rejectUnauthorized: false })
+  await once(socket, 'secureConnect')
+  const san = socket.getPeerCertificate().subjectaltname ?? ''
+  socket.destroy()
+  t.match(san, /IP Address:169\.254\.2\.1\b/, 'the serving certificate names the advertised address')
 
   // everyone else sees the cluster as it is
   const asIs = await kubectl(h.url, ['get', 'service', 'kubernetes', '-o', 'jsonpath={.spec.clusterIP}'])

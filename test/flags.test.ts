@@ -110,7 +110,6 @@ const each: [string, string, keyof HubConfig, unknown][] = [
   ['health-failures', '5', 'healthFailures', 5],
   ['health-successes', '1', 'healthSuccesses', 1],
   ['watch-silence', '90s', 'watchSilenceTimeoutMs', 90_000],
-  ['shared-watches', 'false', 'sharedWatches', false],
   ['filters', 'servicetopology,masterservice', 'filters', ['servicetopology', 'masterservice']],
   ['filters', 'all', 'filters', ['servicetopology', 'masterservice', 'serviceenvupdater', 'forwardkubesvctraffic', 'discardcloudservice', 'nodeportisolation', 'inclusterconfig']],
   ['disable-filters', 'discardcloudservice', 'disabledFilters', ['discardcloudservice']],
@@ -133,6 +132,13 @@ t.test('the plain port binds beyond loopback only when asked to by name', async 
   t.match(usageError(t, ['--insecure-allow-remote=yes']), /must be true or false/)
   t.equal(config(['--insecure-allow-remote=false']).insecureAllowRemote, false)
   t.match(usageError(t, ['--insecure-allow-remote', 'false']), /unexpected argument "false"/, 'like Go flags, a switch takes its value only with =')
+})
+
+t.test('--shared-watches is a switch, as in Go flags', async t => {
+  t.equal(config(['--shared-watches=false']).sharedWatches, false)
+  t.equal(config(['--shared-watches']).sharedWatches, true, 'a bare switch means true')
+  t.equal(config(['--shared-watches', '--port', '1234']).port, 1234, 'and takes no value')
+  t.equal(config([], { OUTPOST_SHARED_WATCHES: 'false' }).sharedWatches, false)
 })
 
 t.test('TLS flags that go together', async t => {

@@ -137,7 +137,7 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
     upstreamRes = await options.upstream.request({
       method: req.method ?? 'GET',
       // the hub always asks for BOOKMARKs: they tell a live link from a half-open one, and how far
-      // the stream has come (lib/refilter.ts); clients that did not ask never see them
+      // the stream has come (lib/watch/refilter.ts); clients that did not ask never see them
       path: isWatch(info) && !asksForBookmarks(info) ? `${req.url ?? '/'}${req.url?.includes('?') ? '&' : '?'}allowWatchBookmarks=true` : (req.url ?? '/'),
       headers: upstreamRequestHeaders(req.headers),
       body,

@@ -1,5 +1,5 @@
 // The HTTPS proxy port: the same proxy as the plain port, behind TLS and authentication
-// (lib/authn.ts), with a serving certificate from lib/serving.ts swapped in when renewed.
+// (lib/front/authn.ts), with a serving certificate from lib/certificates/serving.ts swapped in when renewed.
 import { readFile } from 'node:fs/promises'
 import type { AddressInfo } from 'node:net'
 import type { Logger } from 'pino'

@@ -112,7 +112,7 @@ export function createAdminServer(options: AdminOptions) {
       .sort((a, b) => (a.component + a.resource < b.component + b.resource ? -1 : 1)),
   }))
 
-  // Resources by any name kubectl takes (lib/resource-names.ts), among what the component has cached;
+  // Resources by any name kubectl takes (lib/api/resource-names.ts), among what the component has cached;
   // path segments are checked against the cache's own naming rules; anything unknown is a 404 Status.
   const keyOf = async (component: string, name: string): Promise<{ key: ResourceKey; note?: string } | { error: string }> => {
     if (!validPathComponent(component) || !/^[a-z0-9][-a-z0-9.]*$/i.test(name)) return { error: `no such cache: ${component}/${name}` }

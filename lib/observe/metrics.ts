@@ -99,13 +99,13 @@ export function createMetrics(): Metrics {
   })
   const openWatches = new Gauge({
     name: 'outpost_open_watches',
-    help: 'Watches open now, by component and source (cloud: relayed from an apiserver; cache: served offline)',
+    help: 'Watches open now, by component and source (cloud: relayed from an apiserver; cache: served by the hub, from a shared watch cache or offline)',
     labelNames: ['component', 'source'],
     registers: [registry],
   })
   const servedFromCache = new Counter({
     name: 'outpost_served_from_cache_total',
-    help: 'Requests answered from the cache while the cloud was unreachable',
+    help: 'Requests answered from the hub\'s caches (shared watch caches online, the disk cache offline)',
     labelNames: ['component', 'verb', 'resource'],
     registers: [registry],
   })
@@ -195,7 +195,7 @@ export function createMetrics(): Metrics {
     filterInvocations: new Counter({ name: 'outpost_filter_invocations_total', help: 'Objects a response filter ran on, by filter', labelNames: ['filter'], registers: [registry] }),
     filterChanged: new Counter({ name: 'outpost_filter_changed_objects_total', help: 'Objects a response filter rewrote, by filter', labelNames: ['filter'], registers: [registry] }),
     filterDropped: new Counter({ name: 'outpost_filter_dropped_objects_total', help: 'Objects a response filter kept from the client, by filter', labelNames: ['filter'], registers: [registry] }),
-    refilterEvents: new Counter({ name: 'outpost_refilter_events_total', help: 'MODIFIED events sent to open watches because the topology changed', registers: [registry] }),
+    refilterEvents: new Counter({ name: 'outpost_refilter_events_total', help: 'Events (MODIFIED, ADDED, DELETED) sent to open watches because what the filters read changed', registers: [registry] }),
     observeCache(read, health) {
       collections = read
       if (health) cacheHealth = health

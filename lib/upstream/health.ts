@@ -10,7 +10,7 @@ export type CloudState = 'online' | 'offline'
 
 export interface HealthOptions {
   servers: URL[]
-  /** one probe of one server; resolves true when healthy. The hub passes a function that GETs /readyz through lib/upstream.ts with the node's credentials. */
+  /** one probe of one server; resolves true when healthy. The hub passes a function that GETs /readyz through lib/upstream/upstream.ts with the node's credentials. */
   probe: (server: URL, signal: AbortSignal) => Promise<boolean>
   /** default 5000 */
   intervalMs: number

@@ -133,7 +133,7 @@ export class Upstream {
       keepAliveTimeout: 30_000,
       // Probes start after 15 s of silence (undici's default is 60 s): with libuv ≥ 1.49 (Node 22+)
       // a half-open connection is then found within about 25 s; Node 20 leaves the probe interval
-      // to the kernel (75 s × 9), which is why watches also end on silence (lib/watch-pipeline.ts).
+      // to the kernel (75 s × 9), which is why watches also end on silence (lib/watch/pipeline.ts).
       connect: { ...(url.protocol === 'https:' ? tlsOptionsFor(url, this.credentials, withClientCert) : {}), keepAlive: true, keepAliveInitialDelay: 15_000 },
     }
   }

@@ -1,9 +1,12 @@
 // Live re-filtering of one open watch: it remembers, per object, what the apiserver last said
-// (unfiltered) and what this client was last sent (filtered). When the topology changes (a
-// Service's annotation, a node's pool, this node's labels) every object is filtered again and a
-// MODIFIED goes out for each one whose filtered form changed, and for nothing else.
+// (unfiltered) and what this client was last sent (filtered, or nothing when a filter drops it).
+// When what the filters read changes (a Service's annotation, a node's pool, this node's labels)
+// every object is filtered again, and only where the result differs an event goes out: MODIFIED
+// when its filtered form changed, ADDED when the filters show it again, DELETED when they drop one
+// the client was shown. An apiserver event is turned the same way (a MODIFIED that makes an object
+// visible is an ADDED to this client), and a client never hears of an object it was never shown.
 //
-// Order: the re-filter runs at its turn in the stream (lib/watch-pipeline.ts), after every frame
+// Order: the re-filter runs at its turn in the stream (lib/watch/pipeline.ts), after every frame
 // that came before it, so it filters the newest body and cannot overtake a newer event.
 // Version: a re-filtered object carries the stream's newest resourceVersion (its last event or
 // BOOKMARK), never one the stream has not reached, so a client that resumes from it misses

@@ -1,4 +1,4 @@
-// The simulator's Tables are the hub's (lib/tables.ts): one set of printers, checked against the
+// The simulator's Tables are the hub's (lib/api/tables.ts): one set of printers, checked against the
 // recorded apiserver Table in test/simulator-fixtures.test.ts.
 import { toTable as tableOf } from '../../lib/api/tables.ts'
 import type { IncludeObject } from '../../lib/api/tables.ts'
