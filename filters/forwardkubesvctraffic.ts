@@ -15,7 +15,7 @@
 //   EndpointPort: 1 name, 3 port (int32 varint)
 import { isIPv4, isIPv6 } from 'node:net'
 import { objectMeta } from '../lib/codec/protobuf.ts'
-import { type FilterContext, type Json, type ObjectFilter, hasKind, isKindOf, isObject, namespacedName, usableHub } from './object-filter.ts'
+import { type FilterContext, type Json, type ObjectFilter, hasKind, isKindOf, isObject, namespacedName, usableHub, withNamedPort } from './object-filter.ts'
 import { Patches, applyPatches, inner, lastString, messageField, spansOf, stringField, varintField } from './protobuf-edit.ts'
 
 export const kubeSliceNamespace = 'default'
@@ -78,15 +78,10 @@ function json(object: unknown, kind: string, context: FilterContext): unknown {
     out.endpoints = [{ addresses: [host], conditions: { ready: true } }]
     changed = true
   }
-  if (Array.isArray(object.ports)) {
-    const ports: unknown[] = object.ports
-    const i = ports.findIndex(p => isObject(p) && p.name === kubeSlicePortName)
-    if (i !== -1 && (ports[i] as Json).port !== port) {
-      const copy = [...ports]
-      copy[i] = { ...(ports[i] as Json), port }
-      out.ports = copy
-      changed = true
-    }
+  const ports = withNamedPort(object.ports, kubeSlicePortName, port)
+  if (ports) {
+    out.ports = ports
+    changed = true
   }
   return changed ? out : object
 }

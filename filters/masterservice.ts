@@ -10,7 +10,7 @@
 //   ServiceSpec: 1 repeated ServicePort, 3 clusterIP, 18 repeated clusterIPs
 //   ServicePort: 1 name, 3 port (int32 varint)
 import { objectMeta } from '../lib/codec/protobuf.ts'
-import { type FilterContext, type Json, type ObjectFilter, hasKind, isKindOf, isObject, namespacedName, usableHub } from './object-filter.ts'
+import { type FilterContext, type Json, type ObjectFilter, hasKind, isKindOf, isObject, namespacedName, usableHub, withNamedPort } from './object-filter.ts'
 import { type Span, Patches, applyPatches, inner, lastString, single, spansOf, stringField, varintField } from './protobuf-edit.ts'
 
 export const masterServiceNamespace = 'default'
@@ -40,15 +40,10 @@ function json(object: unknown, kind: string, context: FilterContext): unknown {
     out.clusterIPs = [host]
     changed = true
   }
-  if (Array.isArray(spec.ports)) {
-    const ports: unknown[] = spec.ports
-    const i = ports.findIndex(p => isObject(p) && p.name === masterServicePortName)
-    if (i !== -1 && (ports[i] as Json).port !== port) {
-      const copy = [...ports]
-      copy[i] = { ...(ports[i] as Json), port }
-      out.ports = copy
-      changed = true
-    }
+  const ports = withNamedPort(spec.ports, masterServicePortName, port)
+  if (ports) {
+    out.ports = ports
+    changed = true
   }
   return changed ? { ...object, spec: out } : object
 }

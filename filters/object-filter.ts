@@ -86,3 +86,13 @@ export function usableHub(filter: string, context: FilterContext): boolean {
   if (!ok) context.warn?.(filter, `hub address ${JSON.stringify(context.hub)} is not usable: objects left unchanged`)
   return ok
 }
+
+/** `ports` with the first port named `name` set to `port`; undefined when there is none or it already has it. */
+export function withNamedPort(ports: unknown, name: string, port: number): unknown[] | undefined {
+  if (!Array.isArray(ports)) return undefined
+  const i = ports.findIndex(p => isObject(p) && p.name === name)
+  if (i === -1 || (ports[i] as Json).port === port) return undefined
+  const copy = [...ports]
+  copy[i] = { ...(ports[i] as Json), port }
+  return copy
+}
