@@ -124,8 +124,8 @@ export class FilterChain implements ResponseFilter {
       return body
     }
     if (!listSuffix.test(unknown.kind)) {
-      const out = this.runProtobuf(Buffer.from(unknown.raw), unknown.kind, unknown.apiVersion)
-      return out === null ? null : out.equals(unknown.raw) ? body : encodeUnknown({ apiVersion: unknown.apiVersion, kind: unknown.kind, raw: out })
+      const out = this.runProtobuf(unknown.raw, unknown.kind, unknown.apiVersion)
+      return out === null ? null : out === unknown.raw ? body : encodeUnknown({ apiVersion: unknown.apiVersion, kind: unknown.kind, raw: out })
     }
     const kind = unknown.kind.replace(listSuffix, '')
     if (!this.steps.some(s => s.kinds.has(kind))) return body
@@ -212,9 +212,9 @@ export class FilterChain implements ResponseFilter {
         event = decodeWatchEvent(frame)
         if (event.type === 'BOOKMARK' || event.type === 'ERROR' || !isProtobuf(event.object)) return frame
         const unknown = decodeUnknown(event.object)
-        const out = this.runProtobuf(Buffer.from(unknown.raw), unknown.kind, unknown.apiVersion)
+        const out = this.runProtobuf(unknown.raw, unknown.kind, unknown.apiVersion)
         if (out === null) return null
-        return out.equals(unknown.raw) ? frame : encodeWatchEvent(event.type, encodeUnknown({ apiVersion: unknown.apiVersion, kind: unknown.kind, raw: out }))
+        return out === unknown.raw ? frame : encodeWatchEvent(event.type, encodeUnknown({ apiVersion: unknown.apiVersion, kind: unknown.kind, raw: out }))
       } catch {
         return frame
       }
