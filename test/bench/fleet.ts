@@ -17,7 +17,7 @@ import { startHub } from '../../lib/hub.ts'
 import type { Hub } from '../../lib/hub.ts'
 import { defaults } from '../../lib/config.ts'
 import { WatchFrameSplitter } from '../../lib/api/frames.ts'
-import { figureRow } from './report.ts'
+import { figureRow, ratioRow } from './report.ts'
 import type { Row } from './report.ts'
 
 export interface FleetCounts {
@@ -289,7 +289,7 @@ export async function fleetRows(counts: FleetCounts): Promise<Row[]> {
       '0',
       shared.short.clientLists + shared.long.clientLists === 0,
     ),
-    figureRow(base('bytes', 'bytes from the apiserver, whole run', 'MB'), own.megabytes, shared.megabytes, 'lower', '—', true),
+    ratioRow(base('bytes', 'bytes from the apiserver, whole run', 'MB'), own.megabytes, shared.megabytes, 'lower'),
   ]
 
 }
