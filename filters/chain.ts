@@ -5,7 +5,7 @@
 // failure take the response down (the object passes as it is, and the failure is reported).
 import type { WireFormat } from '../lib/cache/types.ts'
 import { assembleList, decodeUnknown, decodeWatchEvent, encodeUnknown, encodeWatchEvent, isProtobuf, splitList } from '../lib/codec/protobuf.ts'
-import { elementRanges, memberRanges } from '../lib/codec/json-scan.ts'
+import { elementRanges, isObjectAt, memberRanges, stringAt } from '../lib/codec/json-scan.ts'
 
 /** One filter, bound to its context for this request. */
 export interface Step {
@@ -14,16 +14,22 @@ export interface Step {
   kinds: ReadonlySet<string>
   /** same reference when unchanged, null when dropped; never mutates */
   json(object: unknown, kind: string, apiVersion: string): unknown | null
+  /**
+   * Optional: the same over the object's JSON bytes, without a parse: the same Buffer when
+   * unchanged, null when dropped, undefined when bytes are not enough (the chain parses the object
+   * and calls json). Throws on malformed JSON.
+   */
+  jsonBytes?(raw: Buffer, kind: string, apiVersion: string): Buffer | null | undefined
   /** same Buffer when unchanged, null when dropped; throws ProtobufError on malformed bytes */
   protobuf(raw: Buffer, kind: string, apiVersion: string): Buffer | null
 }
 
-/** What each step did, for /debug/filters and the metrics. */
+/** What each step did, for /debug/filters and the metrics; `what` names the object, when asked (most reports are never read). */
 export interface StepReport {
   ran(step: string): void
-  changed(step: string, what: string): void
-  dropped(step: string, what: string): void
-  failed(step: string, what: string, error: unknown): void
+  changed(step: string, what: () => string): void
+  dropped(step: string, what: () => string): void
+  failed(step: string, what: () => string, error: unknown): void
 }
 
 /** A response's filters: bodies, frames and single objects in either format. */
@@ -38,11 +44,29 @@ export interface ResponseFilter {
 }
 
 const listSuffix = /List$/
+const eventMembers = ['type', 'object']
+const typeMembers = ['kind', 'apiVersion']
 
-function label(object: { metadata?: { namespace?: unknown; name?: unknown } } | undefined, kind: string): string {
+function label(object: { metadata?: { namespace?: unknown; name?: unknown } } | undefined, kind: string): () => string {
   const m = object?.metadata
-  return `${kind} ${typeof m?.namespace === 'string' && m.namespace ? `${m.namespace}/` : ''}${typeof m?.name === 'string' ? m.name : '?'}`
+  return () => `${kind} ${typeof m?.namespace === 'string' && m.namespace ? `${m.namespace}/` : ''}${typeof m?.name === 'string' ? m.name : '?'}`
 }
+
+/** label() of an object's JSON bytes, read only when the report is. */
+function labelOfBytes(raw: Buffer, kind: string): () => string {
+  return () => {
+    try {
+      const meta = memberRanges(raw, ['metadata']).get('metadata')
+      return label(isObjectAt(raw, meta) ? { metadata: JSON.parse(raw.toString('utf8', meta.start, meta.end)) } : undefined, kind)()
+    } catch {
+      return `${kind} ?`
+    }
+  }
+}
+
+const comma = Buffer.from(',')
+const openBracket = Buffer.from('[')
+const closeBracket = Buffer.from(']')
 
 export class FilterChain implements ResponseFilter {
   readonly names: readonly string[]
@@ -54,12 +78,13 @@ export class FilterChain implements ResponseFilter {
     this.names = steps.map(s => s.name)
   }
 
-  /** A decoded JSON object through every step that reads its kind. */
-  private runJson(object: unknown, kind: string, apiVersion: string): unknown | null {
+  /** A decoded JSON object through the steps (from step `from` on, which has been told it ran) that read its kind. */
+  private runJson(object: unknown, kind: string, apiVersion: string, from = 0, fromReported = false): unknown | null {
     let current = object
-    for (const step of this.steps) {
+    for (let i = from; i < this.steps.length; i++) {
+      const step = this.steps[i]
       if (!step.kinds.has(kind)) continue
-      this.report.ran(step.name)
+      if (!(i === from && fromReported)) this.report.ran(step.name)
       let next: unknown
       try {
         next = step.json(current, kind, apiVersion)
@@ -77,6 +102,44 @@ export class FilterChain implements ResponseFilter {
     return current
   }
 
+  /**
+   * An object's JSON bytes through the steps that read its kind: those that can read bytes do, and
+   * the object is parsed only for the first step that cannot (then serialized once, if changed).
+   * `kind` names the kind of list items, which carry none.
+   */
+  private runJsonBytes(raw: Buffer, kind: string, apiVersion: string): Buffer | null {
+    let current = raw
+    for (let i = 0; i < this.steps.length; i++) {
+      const step = this.steps[i]
+      if (!step.kinds.has(kind)) continue
+      this.report.ran(step.name)
+      let next: Buffer | null | undefined
+      try {
+        next = step.jsonBytes?.(current, kind, apiVersion)
+      } catch (error) {
+        this.report.failed(step.name, labelOfBytes(current, kind), error)
+        continue
+      }
+      if (next === null) {
+        this.report.dropped(step.name, labelOfBytes(current, kind))
+        return null
+      }
+      if (next === undefined) {
+        let object: unknown
+        try {
+          object = JSON.parse(current.toString())
+        } catch {
+          return current // not ours to judge: the client gets it as it is
+        }
+        const out = this.runJson(object, kind, apiVersion, i, true)
+        return out === null ? null : out === object ? current : Buffer.from(JSON.stringify(out))
+      }
+      if (next !== current) this.report.changed(step.name, labelOfBytes(next, kind))
+      current = next
+    }
+    return current
+  }
+
   private runProtobuf(raw: Buffer, kind: string, apiVersion: string): Buffer | null {
     let current = raw
     for (const step of this.steps) {
@@ -86,29 +149,21 @@ export class FilterChain implements ResponseFilter {
       try {
         next = step.protobuf(current, kind, apiVersion)
       } catch (error) {
-        this.report.failed(step.name, kind, error)
+        this.report.failed(step.name, () => kind, error)
         continue
       }
       if (next === null) {
-        this.report.dropped(step.name, kind)
+        this.report.dropped(step.name, () => kind)
         return null
       }
-      if (next !== current) this.report.changed(step.name, kind)
+      if (next !== current) this.report.changed(step.name, () => kind)
       current = next
     }
     return current
   }
 
   object(format: WireFormat, apiVersion: string, kind: string, body: Buffer): Buffer | null {
-    if (format === 'protobuf') return this.runProtobuf(body, kind, apiVersion)
-    let document: unknown
-    try {
-      document = JSON.parse(body.toString())
-    } catch {
-      return body // not ours to judge: the client gets it as it is
-    }
-    const out = this.runJson(document, kind, apiVersion)
-    return out === null ? null : out === document ? body : Buffer.from(JSON.stringify(out))
+    return format === 'protobuf' ? this.runProtobuf(body, kind, apiVersion) : this.runJsonBytes(body, kind, apiVersion)
   }
 
   body(format: WireFormat, body: Buffer): Buffer | null {
@@ -179,29 +234,23 @@ export class FilterChain implements ResponseFilter {
 
   private jsonItems(body: Buffer, itemsRange: { start: number; end: number }, itemKind: string, apiVersion: string): Buffer | null {
     // Items are spliced: only those a step changed are serialized again.
-    const parts: Buffer[] = [body.subarray(0, itemsRange.start), Buffer.from('[')]
+    const parts: Buffer[] = [body.subarray(0, itemsRange.start), openBracket]
     let changed = false
     let first = true
     for (const range of elementRanges(body, itemsRange)) {
       const raw = body.subarray(range.start, range.end)
-      let item: unknown
-      try {
-        item = JSON.parse(raw.toString())
-      } catch {
-        item = undefined
-      }
-      const out = item === undefined ? item : this.runJson(item, itemKind, apiVersion)
+      const out = this.runJsonBytes(raw, itemKind, apiVersion)
       if (out === null) {
         changed = true
         continue
       }
-      if (!first) parts.push(Buffer.from(','))
+      if (!first) parts.push(comma)
       first = false
-      if (out !== item) changed = true
-      parts.push(out === item ? raw : Buffer.from(JSON.stringify(out)))
+      if (out !== raw) changed = true
+      parts.push(out)
     }
     if (!changed) return body
-    parts.push(Buffer.from(']'), body.subarray(itemsRange.end))
+    parts.push(closeBracket, body.subarray(itemsRange.end))
     return Buffer.concat(parts)
   }
 
@@ -219,17 +268,23 @@ export class FilterChain implements ResponseFilter {
         return frame
       }
     }
-    let parsed: { type?: unknown; object?: { kind?: unknown; apiVersion?: unknown } }
+    // The event's object is spliced: the envelope's bytes are the apiserver's, and the object is
+    // serialized again only when a step that cannot read bytes changed it.
+    let object, kind, apiVersion
     try {
-      parsed = JSON.parse(frame.toString())
+      const members = memberRanges(frame, eventMembers)
+      const type = stringAt(frame, members.get('type'))
+      object = members.get('object')
+      if (type === 'BOOKMARK' || type === 'ERROR' || !isObjectAt(frame, object)) return frame
+      const own = memberRanges(frame, typeMembers, object.start, object.end)
+      kind = stringAt(frame, own.get('kind')) ?? ''
+      apiVersion = stringAt(frame, own.get('apiVersion')) ?? ''
     } catch {
       return frame
     }
-    if (parsed.type === 'BOOKMARK' || parsed.type === 'ERROR' || typeof parsed.object !== 'object' || parsed.object === null) return frame
-    const kind = typeof parsed.object.kind === 'string' ? parsed.object.kind : ''
-    const apiVersion = typeof parsed.object.apiVersion === 'string' ? parsed.object.apiVersion : ''
-    const out = this.runJson(parsed.object, kind, apiVersion)
+    const raw = frame.subarray(object.start, object.end)
+    const out = this.runJsonBytes(raw, kind, apiVersion)
     if (out === null) return null
-    return out === parsed.object ? frame : Buffer.from(JSON.stringify({ type: parsed.type, object: out }) + '\n')
+    return out === raw ? frame : Buffer.concat([frame.subarray(0, object.start), out, frame.subarray(object.end)])
   }
 }

@@ -4,6 +4,8 @@
 // Neither ever mutates its input: JSON results share every untouched part with the input, protobuf
 // results copy the bytes of every untouched field.
 
+import { isObjectAt, memberRanges, stringAt } from '../lib/codec/json-scan.ts'
+
 export interface HubAddress {
   /** the hub's HTTPS address that pods should use */
   host: string
@@ -38,6 +40,8 @@ export interface ObjectFilter {
    * catches (passing the object unfiltered); it throws nothing else.
    */
   protobuf(raw: Buffer, kind: string, context: FilterContext): Buffer | null
+  /** the one object (namespace/name) the filter can change, when there is one: every other passes as it is, unread */
+  only?: { namespace: string; name: string }
 }
 
 export type Json = Record<string, unknown>
@@ -95,4 +99,15 @@ export function withNamedPort(ports: unknown, name: string, port: number): unkno
   const copy = [...ports]
   copy[i] = { ...(ports[i] as Json), port }
   return copy
+}
+
+const metadataMember = ['metadata']
+const nameMembers = ['namespace', 'name']
+
+/** Whether an object's JSON bytes name namespace/name (read without a parse; malformed JSON throws). */
+export function isNamed(raw: Buffer, want: { namespace: string; name: string }): boolean {
+  const meta = memberRanges(raw, metadataMember).get('metadata')
+  if (!isObjectAt(raw, meta)) return want.namespace === '' && want.name === ''
+  const names = memberRanges(raw, nameMembers, meta.start, meta.end)
+  return (stringAt(raw, names.get('namespace')) ?? '') === want.namespace && (stringAt(raw, names.get('name')) ?? '') === want.name
 }

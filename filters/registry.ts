@@ -7,10 +7,11 @@ import type { Logger } from 'pino'
 import type { RequestInfo } from '../lib/api/requestinfo.ts'
 import { FilterChain } from './chain.ts'
 import type { ResponseFilter, Step, StepReport } from './chain.ts'
-import { filterEndpointsObject } from './servicetopology.ts'
+import { filterEndpointsObject, filterSliceJsonBytes } from './servicetopology.ts'
 import type { EndpointsKind, ServiceTopologyInput } from './servicetopology.ts'
 import { filterEndpointsRaw } from './servicetopology-protobuf.ts'
 import type { TopologyContext } from './topology.ts'
+import { isNamed } from './object-filter.ts'
 import type { FilterContext, HubAddress, ObjectFilter } from './object-filter.ts'
 import { masterServiceFilter } from './masterservice.ts'
 import { serviceEnvUpdaterFilter } from './serviceenvupdater.ts'
@@ -47,10 +48,13 @@ interface Spec {
 }
 
 function objectStep(filter: ObjectFilter, context: () => FilterContext): Step {
+  const only = filter.only
   return {
     name: filter.name,
     kinds: new Set(filter.kinds.map(k => k.kind)),
     json: (object, kind) => filter.json(object, kind, context()),
+    // a filter of one object reads the others' names only: they need no parse
+    ...(only ? { jsonBytes: (raw: Buffer) => (isNamed(raw, only) ? undefined : raw) } : {}),
     protobuf: (raw, kind) => filter.protobuf(raw, kind, context()),
   }
 }
@@ -66,6 +70,7 @@ const specs: Spec[] = [
       name: 'servicetopology',
       kinds: new Set(['EndpointSlice', 'Endpoints']),
       json: (object, kind) => filterEndpointsObject(object, registry.topologyInput(), kind as EndpointsKind).object,
+      jsonBytes: (raw, kind) => filterSliceJsonBytes(raw, registry.topologyInput(), kind as EndpointsKind),
       protobuf: (raw, kind, apiVersion) => filterEndpointsRaw(apiVersion, kind, raw, registry.topologyInput()).raw,
     }),
   },
@@ -106,8 +111,11 @@ export interface FilterReport {
   last?: { what: string; did: 'changed' | 'dropped' | 'failed'; at: string }
 }
 
+/** A FilterReport as it is kept: the last object named and dated only when someone asks. */
+type Tally = Omit<FilterReport, 'last'> & { last?: { what: () => string; did: 'changed' | 'dropped' | 'failed'; at: number } }
+
 export class FilterRegistry {
-  private readonly reports = new Map<string, FilterReport>()
+  private readonly reports = new Map<string, Tally>()
   private readonly steps = new Map<string, Step>()
   private readonly warned = new Set<string>()
   private input: ServiceTopologyInput | undefined
@@ -160,19 +168,19 @@ export class FilterRegistry {
     changed: (name, what) => {
       const r = this.reports.get(name)!
       r.changed++
-      r.last = { what, did: 'changed', at: new Date().toISOString() }
+      r.last = { what, did: 'changed', at: Date.now() }
       this.stats.onChanged?.(name)
     },
     dropped: (name, what) => {
       const r = this.reports.get(name)!
       r.dropped++
-      r.last = { what, did: 'dropped', at: new Date().toISOString() }
+      r.last = { what, did: 'dropped', at: Date.now() }
       this.stats.onDropped?.(name)
     },
     failed: (name, what, error) => {
       const r = this.reports.get(name)!
       r.failed++
-      r.last = { what, did: 'failed', at: new Date().toISOString() }
+      r.last = { what, did: 'failed', at: Date.now() }
       this.warnOnce(name, `an object passed unfiltered: ${(error as Error).message}`)
     },
   }
@@ -196,6 +204,6 @@ export class FilterRegistry {
 
   /** Every filter: on or off, for whom, and what it did last. */
   describe(): FilterReport[] {
-    return [...this.reports.values()].map(r => ({ ...r, components: [...r.components] }))
+    return [...this.reports.values()].map(({ last, ...r }) => ({ ...r, components: [...r.components], ...(last ? { last: { what: last.what(), did: last.did, at: new Date(last.at).toISOString() } } : {}) }))
   }
 }

@@ -4,6 +4,8 @@
 // it is the input itself.
 
 import { decideTopology, hostnameKey, zoneLabel, type EndpointPlace, type TopologyContext } from './topology.ts'
+import { eachElement, eachMember, skipValue, stringAt } from '../lib/codec/json-scan.ts'
+import type { Range } from '../lib/codec/json-scan.ts'
 
 export interface ServiceTopologyInput {
   topology: TopologyContext
@@ -78,13 +80,19 @@ export function slicePlaces(object: unknown): EndpointPlace[] | undefined {
   return isObject(object) && Array.isArray(object.endpoints) ? object.endpoints.map(slicePlace) : undefined
 }
 
-/** The decision for a Service's endpoints, or undefined when the object passes as it is. */
-function decide(object: Json, kind: EndpointsKind, places: EndpointPlace[], input: ServiceTopologyInput): boolean[] | undefined {
-  const metadata = isObject(object.metadata) ? object.metadata : {}
+/** The object's namespace and Service, when it has both. */
+function serviceRef(metadata: unknown, kind: EndpointsKind): { namespace: string; service: string } | undefined {
+  if (!isObject(metadata)) return undefined
   const namespace = str(metadata.namespace)
   const labels = isObject(metadata.labels) ? (metadata.labels as Record<string, string>) : undefined
   const service = serviceOf(kind, { name: str(metadata.name), labels })
-  if (namespace === undefined || service === undefined) return undefined
+  return namespace === undefined || service === undefined ? undefined : { namespace, service }
+}
+
+/** The decision for a Service's endpoints, or undefined when the object passes as it is. */
+function decide(ref: { namespace: string; service: string } | undefined, places: EndpointPlace[], input: ServiceTopologyInput): boolean[] | undefined {
+  if (ref === undefined) return undefined
+  const { namespace, service } = ref
   const decision = decideTopology(input.annotationOf(namespace, service), places, input.topology)
   if (decision.kind === 'unchanged') {
     if (decision.invalid !== undefined) input.onInvalid?.(namespace, service, decision.invalid)
@@ -107,7 +115,7 @@ export function filterEndpointsObject<T>(object: T, input: ServiceTopologyInput,
   if (k === 'EndpointSlice') {
     if (!Array.isArray(object.endpoints)) return unchanged
     const endpoints: unknown[] = object.endpoints
-    const keep = decide(object, k, endpoints.map(slicePlace), input)
+    const keep = decide(serviceRef(object.metadata, k), endpoints.map(slicePlace), input)
     if (!keep) return unchanged
     const kept = endpoints.filter((_, i) => keep[i])
     return { object: { ...object, endpoints: kept } as T, changed: true, dropped: endpoints.length - kept.length }
@@ -122,7 +130,7 @@ export function filterEndpointsObject<T>(object: T, input: ServiceTopologyInput,
       for (const a of list(subset.addresses)) places.push(addressPlace(a))
       for (const a of list(subset.notReadyAddresses)) places.push(addressPlace(a))
     }
-    const keep = decide(object, k, places, input)
+    const keep = decide(serviceRef(object.metadata, k), places, input)
     if (!keep) return unchanged
     let i = 0
     let dropped = 0
@@ -159,4 +167,107 @@ export function filterEndpointsObject<T>(object: T, input: ServiceTopologyInput,
     return { object: result as T, changed: true, dropped }
   }
   return unchanged
+}
+
+const sliceMembers = ['kind', 'apiVersion', 'metadata', 'endpoints']
+const placeMembers = ['nodeName', 'zone', 'topology']
+const topologyMembers = [hostnameKey, zoneLabel]
+const nonEmpty = (s: string | undefined): string | undefined => (s === '' ? undefined : s)
+const comma = Buffer.from(',')
+const openBracket = Buffer.from('[')
+const closeBracket = Buffer.from(']')
+
+/** slicePlace over an endpoint's bytes at `start`; returns where it ends. */
+function readPlace(buf: Buffer, start: number, into: EndpointPlace[]): number {
+  const place: EndpointPlace = {}
+  into.push(place)
+  if (buf[start] !== 0x7b) return -1 // not an object: no place, the scanner skips it
+  let nodeName: string | undefined
+  let zone: string | undefined
+  let topology: Map<string, Range> | undefined
+  const end = eachMember(buf, placeMembers, (which, at) => {
+    if (which === 2) {
+      if (buf[at] !== 0x7b) return -1
+      topology = new Map()
+      const seen = topology
+      return eachMember(buf, topologyMembers, (key, keyAt) => {
+        const keyEnd = skipValue(buf, keyAt)
+        seen.set(topologyMembers[key], { start: keyAt, end: keyEnd })
+        return keyEnd
+      }, at)
+    }
+    const valueEnd = skipValue(buf, at)
+    const value = stringAt(buf, { start: at, end: valueEnd })
+    if (which === 0) nodeName = value
+    else zone = value
+    return valueEnd
+  }, start)
+  nodeName = nonEmpty(nodeName) ?? nonEmpty(stringAt(buf, topology?.get(hostnameKey)))
+  zone = nonEmpty(zone) ?? nonEmpty(stringAt(buf, topology?.get(zoneLabel)))
+  if (nodeName !== undefined) place.nodeName = nodeName
+  if (zone !== undefined) place.zone = zone
+  return end
+}
+
+/**
+ * filterEndpointsObject for an EndpointSlice's JSON bytes, without parsing the object: only its
+ * metadata and each endpoint's place are read (in one pass), and the kept endpoints are copied
+ * byte for byte. The same Buffer when unchanged; undefined for a core Endpoints (the caller parses
+ * it and uses filterEndpointsObject). Malformed JSON throws JsonScanError.
+ */
+export function filterSliceJsonBytes(raw: Buffer, input: ServiceTopologyInput, kind?: EndpointsKind): Buffer | undefined {
+  const own: { kind?: Range; apiVersion?: Range } = {}
+  let metadata: unknown
+  let endpoints: Range | undefined
+  const elements: Range[] = []
+  const places: EndpointPlace[] = []
+  let unreadWith: unknown // the metadata that said the endpoints need not be read
+  const annotated = (): boolean => {
+    const ref = serviceRef(metadata, kindOf({ kind: stringAt(raw, own.kind), apiVersion: stringAt(raw, own.apiVersion) }, kind) ?? 'EndpointSlice')
+    return ref !== undefined && input.annotationOf(ref.namespace, ref.service) !== undefined
+  }
+  eachMember(raw, sliceMembers, (which, at) => {
+    const end = which === 3 ? -1 : skipValue(raw, at)
+    if (which === 0) own.kind = { start: at, end }
+    else if (which === 1) own.apiVersion = { start: at, end }
+    else if (which === 2) metadata = raw[at] === 0x7b ? JSON.parse(raw.toString('utf8', at, end)) : undefined
+    else {
+      elements.length = 0
+      places.length = 0
+      endpoints = undefined
+      // a Service without the annotation (metadata comes first, as the apiserver writes it): the endpoints need not be read
+      unreadWith = metadata !== undefined && !annotated() ? metadata : undefined
+      if (raw[at] !== 0x5b || unreadWith !== undefined) return -1
+      const arrayEnd = eachElement(raw, elementAt => {
+        const elementEnd = readPlace(raw, elementAt, places)
+        const stop = elementEnd === -1 ? skipValue(raw, elementAt) : elementEnd
+        elements.push({ start: elementAt, end: stop })
+        return stop
+      }, at)
+      endpoints = { start: at, end: arrayEnd }
+      return arrayEnd
+    }
+    return end
+  })
+  const kindString = stringAt(raw, own.kind)
+  const apiVersion = stringAt(raw, own.apiVersion)
+  // a kind or apiVersion that is not a string: not a kind the filter knows (as filterEndpointsObject)
+  if ((own.kind && kindString === undefined) || (own.apiVersion && apiVersion === undefined)) return raw
+  const k = kindOf({ kind: kindString, apiVersion }, kind)
+  if (k === 'Endpoints') return undefined
+  if (k !== 'EndpointSlice') return raw
+  // (a metadata repeated after the endpoints, as no apiserver writes: asked again, parsed if it says otherwise)
+  if (endpoints === undefined) return unreadWith !== undefined && unreadWith !== metadata && annotated() ? undefined : raw
+  const keep = decide(serviceRef(metadata, k), places, input)
+  if (!keep) return raw
+  const parts: Buffer[] = [raw.subarray(0, endpoints.start), openBracket]
+  let first = true
+  elements.forEach((e, i) => {
+    if (!keep[i]) return
+    if (!first) parts.push(comma)
+    first = false
+    parts.push(raw.subarray(e.start, e.end))
+  })
+  parts.push(closeBracket, raw.subarray(endpoints.end))
+  return Buffer.concat(parts)
 }

@@ -43,8 +43,20 @@ function isLabelKey(key: string): boolean {
   return prefix.length <= 253 && dnsSubdomain.test(prefix) && labelName.test(key.slice(slash + 1))
 }
 
-/** The annotation's keys in order, or why it cannot be used. */
+const parsedKeys = new Map<string, string[] | { invalid: string }>()
+
+/** The annotation's keys in order, or why it cannot be used (remembered: a cluster has few distinct annotations, and every object of a Service asks). */
 export function parseTopologyKeys(annotation: string): string[] | { invalid: string } {
+  let keys = parsedKeys.get(annotation)
+  if (keys === undefined) {
+    keys = parseKeys(annotation)
+    if (parsedKeys.size >= 256) parsedKeys.clear()
+    parsedKeys.set(annotation, keys)
+  }
+  return keys
+}
+
+function parseKeys(annotation: string): string[] | { invalid: string } {
   const keys = annotation.split(',').map(k => k.trim())
   if (keys.some(k => k === '')) return { invalid: `empty key in ${JSON.stringify(annotation)}` }
   const star = keys.indexOf('*')

@@ -9,14 +9,17 @@ import type { ResponseFilter, TopologyProvider } from '../filters/registry.ts'
 import { classify } from '../lib/api/requestinfo.ts'
 import { decodeUnknown } from '../lib/codec/protobuf.ts'
 import { FilteredWatch } from '../lib/watch/refilter.ts'
+import { FilterChain } from '../filters/chain.ts'
+import type { Step } from '../filters/chain.ts'
+import { filterEndpointsObject } from '../filters/servicetopology.ts'
 import type { WireFormat } from '../lib/cache/types.ts'
 import { fixtureBytes, recordedAnnotations, recordedContext, watchFrames } from './helpers/fixtures.ts'
 
-function registry(): FilterRegistry {
+function registry(hub: { host: string; port: number } | null = { host: '169.254.2.1', port: 10268 }): FilterRegistry {
   const context = recordedContext('kind-worker2')
   const annotations = recordedAnnotations()
   const provider: TopologyProvider = { known: true, nodePool: 'shanghai', context: () => context, annotationOf: (ns, name) => annotations.get(`${ns}/${name}`) }
-  return new FilterRegistry(provider, { enabled: filterNames, components: {}, hub: { host: '169.254.2.1', port: 10268 } }, pino({ level: 'silent' }))
+  return new FilterRegistry(provider, { enabled: filterNames, components: {}, ...(hub ? { hub } : {}) }, pino({ level: 'silent' }))
 }
 
 const chainFor = (r: FilterRegistry, path: string, component: string): ResponseFilter => {
@@ -138,4 +141,77 @@ t.test("'*' in a filter's components means every component, as in --cache-compon
   const r = new FilterRegistry(provider, { enabled: filterNames, components: { discardcloudservice: ['*'] } }, pino({ level: 'silent' }))
   t.same(r.forRequest(classify('GET', '/api/v1/services', 'my-agent/v1'))?.names, ['discardcloudservice'])
   t.equal(r.forRequest(classify('GET', '/api/v1/configmaps', 'my-agent/v1')), undefined, 'only for the resources it reads')
+})
+
+t.test('JSON bytes: steps that read bytes need no parse; the first that cannot parses once, and the result is serialized once', async t => {
+  const calls: string[] = []
+  const report = { ran: (s: string) => calls.push(`ran ${s}`), changed: (s: string, what: () => string) => calls.push(`changed ${s} ${what()}`), dropped: (s: string, what: () => string) => calls.push(`dropped ${s} ${what()}`), failed: (s: string, what: () => string) => calls.push(`failed ${s} ${what()}`) }
+  const kinds = new Set(['Thing'])
+  const tag = (name: string): Step => ({
+    name,
+    kinds,
+    json: (o: any) => (calls.push(`json ${name}`), { ...o, tags: [...(o.tags ?? []), name] }),
+    protobuf: raw => raw,
+  })
+  const bytesStep: Step = {
+    name: 'bytes',
+    kinds,
+    json: () => {
+      throw new Error('never: it reads bytes')
+    },
+    jsonBytes: raw => (calls.push('bytes'), Buffer.from(raw.toString().replace('"v":1', '"v":2'))),
+  }
+  const declines: Step = { ...tag('declines'), jsonBytes: () => undefined }
+  const chain = new FilterChain([bytesStep, declines, tag('after')], report)
+  const object = Buffer.from('{"kind":"Thing","apiVersion":"v1","metadata":{"name":"a","namespace":"n"},"v":1}')
+  const out = chain.object('json', 'v1', 'Thing', object)
+  t.same(JSON.parse(String(out)), { kind: 'Thing', apiVersion: 'v1', metadata: { name: 'a', namespace: 'n' }, v: 2, tags: ['declines', 'after'] })
+  t.same(calls, ['ran bytes', 'bytes', 'changed bytes Thing n/a', 'ran declines', 'json declines', 'changed declines Thing n/a', 'ran after', 'json after', 'changed after Thing n/a'], 'each step told once, in order')
+
+  calls.length = 0
+  const onlyBytes = new FilterChain([bytesStep], report)
+  const frame = Buffer.from(`{"type":"MODIFIED","object":${object}}\n`)
+  t.equal(String(onlyBytes.frame('json', frame)), `{"type":"MODIFIED","object":${object.toString().replace('"v":1', '"v":2')}}\n`, "a frame's envelope is the apiserver's bytes")
+  const untouched = new FilterChain([{ ...bytesStep, jsonBytes: raw => raw }], report)
+  t.equal(untouched.frame('json', frame), frame, 'unchanged: the same frame')
+  t.equal(untouched.object('json', 'v1', 'Thing', object), object, 'unchanged: the same object')
+  const bookmark = Buffer.from('{"type":"BOOKMARK","object":{"kind":"Thing","apiVersion":"v1","metadata":{"resourceVersion":"9"}}}\n')
+  t.equal(onlyBytes.frame('json', bookmark), bookmark, 'a BOOKMARK passes as it is')
+  const failing = new FilterChain([{ ...bytesStep, jsonBytes: () => JSON.parse('{') }], report)
+  calls.length = 0
+  t.equal(failing.object('json', 'v1', 'Thing', object), object, 'a step that throws lets the object pass')
+  t.same(calls, ['ran bytes', 'failed bytes Thing n/a'])
+})
+
+t.test("kube-proxy's JSON slices through the chain: the same endpoints as the decoded filter keeps", async t => {
+  const context = recordedContext('kind-worker2')
+  const annotations = recordedAnnotations()
+  const input = { topology: context, annotationOf: (ns: string, name: string) => annotations.get(`${ns}/${name}`) }
+  // (no hub address: forwardkubesvctraffic is off, service topology alone)
+  const chain = chainFor(registry(null), '/apis/discovery.k8s.io/v1/endpointslices', 'kube-proxy')
+  const list = fixtureBytes('list-endpointslices.json')
+  const expected = JSON.parse(list.toString())
+  expected.items = expected.items.map((i: unknown) => filterEndpointsObject(i, input, 'EndpointSlice').object)
+  t.same(JSON.parse(String(chain.body('json', list))), expected, 'a list')
+  const lines = fixtureBytes('watch-endpointslices.json').toString().split('\n').filter(Boolean)
+  for (const line of lines) {
+    const event = JSON.parse(line)
+    const out = chain.frame('json', Buffer.from(line + '\n'))
+    t.same(JSON.parse(String(out)), { ...event, object: filterEndpointsObject(event.object, input).object }, `${event.type} ${event.object.metadata.name}`)
+  }
+})
+
+t.test("a filter of one object (masterservice for kubelet) changes that one and passes the others' bytes unread", async t => {
+  const chain = chainFor(registry(), '/api/v1/services', 'kubelet')
+  const list = fixtureBytes('list-services.json')
+  const before = JSON.parse(list.toString()).items
+  const after = JSON.parse(String(chain.body('json', list))).items
+  t.equal(after.length, before.length)
+  const changed = after.filter((s: any, i: number) => JSON.stringify(s) !== JSON.stringify(before[i])).map((s: any) => `${s.metadata.namespace}/${s.metadata.name}`)
+  t.same(changed, ['default/kubernetes'])
+  t.equal(after.find((s: any) => s.metadata.name === 'kubernetes').spec.clusterIP, '169.254.2.1')
+  const other = Buffer.from(JSON.stringify(before.find((s: any) => s.metadata.name !== 'kubernetes')))
+  t.equal(chain.object('json', 'v1', 'Service', other), other, 'another Service: the same Buffer')
+  const escaped = Buffer.from(JSON.stringify(before.find((s: any) => s.metadata.name === 'kubernetes')).replace('"name":"kubernetes"', '"n\\u0061me":"kubernetes"'))
+  t.equal(JSON.parse(String(chain.object('json', 'v1', 'Service', escaped))).spec.clusterIP, '169.254.2.1', 'its name written with an escape: still the one')
 })

@@ -2,7 +2,7 @@
 // decoded: Tables and metadata-only answers (`;as=…` in the Content-Type) are views, not objects.
 import type { CachedObject, WireFormat } from './types.ts'
 import { initialEventsEndAnnotation } from './bookmark.ts'
-import { elementRanges, memberRanges, withTypeMeta } from '../codec/json-scan.ts'
+import { eachElement, eachMember, memberRanges, skipValue, withTypeMeta } from '../codec/json-scan.ts'
 import type { Range } from '../codec/json-scan.ts'
 import { decodeUnknown, decodeWatchEvent, isProtobuf, objectMeta, splitList } from '../codec/protobuf.ts'
 
@@ -24,7 +24,8 @@ interface JsonMeta {
   annotations?: Record<string, string>
 }
 
-const typeMembers = ['kind', 'apiVersion', 'metadata'] as const
+const typeMembers = ['kind', 'apiVersion', 'metadata']
+const listMembers = ['kind', 'apiVersion', 'metadata', 'items']
 
 /**
  * One JSON object from its bytes (`start`..`end` of `buf`): only kind, apiVersion and metadata are
@@ -32,7 +33,11 @@ const typeMembers = ['kind', 'apiVersion', 'metadata'] as const
  * and apiVersion put in front when the object lacks them (list items do).
  */
 function fromJsonBytes(buf: Buffer, start: number, end: number, kind: string, apiVersion: string): CachedObject {
-  const members = memberRanges(buf, typeMembers, start, end)
+  return fromJsonMembers(buf, start, end, memberRanges(buf, typeMembers, start, end), kind, apiVersion)
+}
+
+/** fromJsonBytes of an object whose members have been found (`end` is the object's end). */
+function fromJsonMembers(buf: Buffer, start: number, end: number, members: Map<string, Range>, kind: string, apiVersion: string): CachedObject {
   const metaRange = members.get('metadata')
   const meta = (metaRange ? JSON.parse(buf.toString('utf8', metaRange.start, metaRange.end)) : {}) as JsonMeta
   if (!meta?.name) throw new Error(`${kind || 'object'} without metadata.name`)
@@ -95,18 +100,48 @@ export function decodeList(format: WireFormat, body: Buffer): DecodedList {
       items: parts.items.map(item => fromProtobufRaw(Buffer.from(item), kind, unknown.apiVersion)),
     }
   }
-  const members = memberRanges(body, ['kind', 'apiVersion', 'metadata', 'items'])
+  // One pass: each item's own members are found on the way through the list. The items come
+  // after kind and apiVersion (the apiserver writes them so); were they first, they are read again.
+  const members = new Map<string, Range>()
+  let items: Range | undefined
+  let found: CachedObject[] = []
+  const read = (kind: string, apiVersion: string) => (at: number): number => {
+    const own = new Map<string, Range>()
+    const end = eachMember(body, typeMembers, (which, valueStart) => {
+      const valueEnd = skipValue(body, valueStart)
+      own.set(typeMembers[which], { start: valueStart, end: valueEnd })
+      return valueEnd
+    }, at)
+    found.push(fromJsonMembers(body, at, end, own, kind, apiVersion))
+    return end
+  }
+  eachMember(body, listMembers, (which, at) => {
+    const name = listMembers[which]
+    if (name !== 'items' || !members.has('kind') || !members.has('apiVersion')) {
+      const end = skipValue(body, at)
+      members.set(name, { start: at, end })
+      return end
+    }
+    found = []
+    const end = eachElement(body, read(stringMember(body, members, 'kind').replace(/List$/, ''), stringMember(body, members, 'apiVersion')), at)
+    items = { start: at, end }
+    return end
+  })
   const kind = stringMember(body, members, 'kind').replace(/List$/, '')
   const apiVersion = stringMember(body, members, 'apiVersion')
   const metaRange = members.get('metadata')
   const meta = (metaRange ? JSON.parse(body.toString('utf8', metaRange.start, metaRange.end)) : {}) as JsonMeta
-  const itemsRange = members.get('items')
+  const itemsRange = items ?? members.get('items')
+  if (itemsRange && !items) {
+    found = []
+    eachElement(body, read(kind, apiVersion), itemsRange.start, itemsRange.end)
+  }
   return {
     kind,
     apiVersion,
     resourceVersion: meta?.resourceVersion ?? '',
     continue: meta?.continue ?? '',
-    items: itemsRange ? elementRanges(body, itemsRange).map(r => fromJsonBytes(body, r.start, r.end, kind, apiVersion)) : [],
+    items: itemsRange ? found : [],
   }
 }
 

@@ -198,35 +198,56 @@ export async function serveList(read: OfflineRead): Promise<void> {
   if (page.continue) meta.continue = page.continue
   if (page.remainingItemCount !== undefined) meta.remainingItemCount = page.remainingItemCount
   if (wanted.kind === 'table') return sendBody(res, 200, 'application/json', JSON.stringify(table(info, page.items, meta)), from)
-  const body = listBody(wanted.format, collection.kind, collection.apiVersion, page, meta)
-  sendBody(res, 200, contentTypeOf(wanted.format), (filter ? filter.body(wanted.format, body) : body) ?? body, from)
+  sendBody(res, 200, contentTypeOf(wanted.format), listBody(wanted.format, collection.kind, collection.apiVersion, page, meta, filter), from)
 }
 
 /**
- * A list as the apiserver writes it, from stored objects: protobuf reassembled from the items' raw
- * messages, JSON spliced from the stored text (no parse and re-serialize per object); objects in
- * the other format translated.
+ * A list as the apiserver writes it, from stored objects, each through the request's filters (if
+ * any; the dropped left out): protobuf reassembled from the items' raw messages, JSON spliced from
+ * the stored text (no parse and re-serialize per object); objects in the other format translated.
  */
-export function listBody(format: WireFormat, kind: string, apiVersion: string, page: Page, meta: Record<string, unknown>): Buffer {
+export function listBody(format: WireFormat, kind: string, apiVersion: string, page: Page, meta: Record<string, unknown>, filter?: ResponseFilter): Buffer {
   const listKind = `${kind}List`
+  const items: Buffer[] = []
+  const kept: CachedObject[] = []
+  for (const o of page.items) {
+    const body = bodyIn(o, format)
+    const out = filter ? filter.object(format, o.apiVersion, o.kind, body) : body
+    if (out === null) continue
+    items.push(out)
+    kept.push(o)
+  }
   if (format === 'protobuf') {
-    const raw = assembleList({ resourceVersion: String(meta.resourceVersion), continue: page.continue, remainingItemCount: page.remainingItemCount, items: page.items.map(o => bodyIn(o, 'protobuf')) })
+    const raw = assembleList({ resourceVersion: String(meta.resourceVersion), continue: page.continue, remainingItemCount: page.remainingItemCount, items })
     return encodeUnknown({ apiVersion, kind: listKind, raw })
   }
   const head = `{"kind":${JSON.stringify(listKind)},"apiVersion":${JSON.stringify(apiVersion)},"metadata":${JSON.stringify(meta)},"items":[`
   const parts: Buffer[] = [Buffer.from(head)]
-  page.items.forEach((o, i) => {
-    if (i > 0) parts.push(Buffer.from(','))
-    parts.push(withoutTypeMeta(bodyIn(o, 'json'), o.kind, o.apiVersion))
+  items.forEach((body, i) => {
+    // the apiserver writes list items without kind and apiVersion
+    const typeMeta = typeMetaLength(body, kept[i].kind, kept[i].apiVersion)
+    if (typeMeta === 0) parts.push(...(i === 0 ? [body] : [comma, body]))
+    else parts.push(i === 0 ? openBrace : commaOpenBrace, body.subarray(typeMeta))
   })
-  parts.push(Buffer.from(']}'))
+  parts.push(closeList)
   return Buffer.concat(parts)
 }
 
-/** A stored JSON object as a list item: the apiserver writes items without kind and apiVersion. */
-function withoutTypeMeta(body: Buffer, kind: string, apiVersion: string): Buffer {
-  const prefix = `{"kind":${JSON.stringify(kind)},"apiVersion":${JSON.stringify(apiVersion)},`
-  return body.length > prefix.length && body.toString('latin1', 0, prefix.length) === prefix ? Buffer.concat([Buffer.from('{'), body.subarray(prefix.length)]) : body
+const openBrace = Buffer.from('{')
+const comma = Buffer.from(',')
+const commaOpenBrace = Buffer.from(',{')
+const closeList = Buffer.from(']}')
+const typeMetaPrefixes = new Map<string, Buffer>()
+
+/** How many bytes of a stored JSON object are its `{"kind":…,"apiVersion":…,` (0 when it does not begin so). */
+function typeMetaLength(body: Buffer, kind: string, apiVersion: string): number {
+  const key = `${kind} ${apiVersion}`
+  let prefix = typeMetaPrefixes.get(key)
+  if (!prefix) {
+    prefix = Buffer.from(`{"kind":${JSON.stringify(kind)},"apiVersion":${JSON.stringify(apiVersion)},`)
+    if (typeMetaPrefixes.size < 1_000) typeMetaPrefixes.set(key, prefix)
+  }
+  return body.length > prefix.length && body.compare(prefix, 0, prefix.length, 0, prefix.length) === 0 ? prefix.length : 0
 }
 
 export interface OfflineWatch {

@@ -69,55 +69,133 @@ export interface Range {
   end: number
 }
 
-/** The ranges of the values of the named top-level members of the object in buf. */
-export function memberRanges(buf: Buffer, names: readonly string[], start = 0, end = buf.length): Map<string, Range> {
-  const found = new Map<string, Range>()
+/** A member name as the scanner compares it: its UTF-8 bytes. */
+const nameBytes = new Map<string, Buffer>()
+function bytesOf(name: string): Buffer {
+  let b = nameBytes.get(name)
+  if (!b) {
+    b = Buffer.from(name)
+    if (nameBytes.size < 1_000) nameBytes.set(name, b)
+  }
+  return b
+}
+
+/** Which of `wanted` the name between the quotes at start..end is (-1: none); no string is built unless the name has an escape. */
+function whichName(buf: Buffer, start: number, end: number, wanted: readonly Buffer[], names: readonly string[]): number {
+  const length = end - start
+  let escaped = false
+  for (let w = 0; w < wanted.length; w++) {
+    const name = wanted[w]
+    if (name.length !== length) continue
+    let i = 0
+    while (i < length && buf[start + i] === name[i]) i++
+    if (i === length) return w
+  }
+  for (let i = start; i < end; i++) if (buf[i] === BACKSLASH) escaped = true
+  if (!escaped) return -1
+  return names.indexOf(JSON.parse(`"${buf.toString('utf8', start, end)}"`) as string)
+}
+
+/**
+ * Walks the members of the object at `start`: for each whose name is one of `names`, calls
+ * visit(index in names, value start), which either reads the value and returns its end, or returns
+ * -1 to have it skipped. Returns the object's end (exclusive). One pass: a caller that descends into
+ * the values it wants reads no byte twice.
+ */
+export function eachMember(buf: Buffer, names: readonly string[], visit: (which: number, valueStart: number) => number, start = 0, end = buf.length): number {
+  const wanted = names.map(bytesOf)
   let pos = skipSpace(buf, start, end)
   if (buf[pos] !== OPEN_BRACE) throw new JsonScanError('object expected', pos)
   pos = skipSpace(buf, pos + 1, end)
-  if (buf[pos] === CLOSE_BRACE) return found
+  if (buf[pos] === CLOSE_BRACE) return pos + 1
   for (;;) {
     if (buf[pos] !== QUOTE) throw new JsonScanError('member name expected', pos)
     const nameEnd = skipString(buf, pos, end)
-    const raw = buf.toString('utf8', pos + 1, nameEnd - 1)
+    const which = whichName(buf, pos + 1, nameEnd - 1, wanted, names)
     pos = skipSpace(buf, nameEnd, end)
     if (buf[pos] !== COLON) throw new JsonScanError("':' expected", pos)
     const valueStart = skipSpace(buf, pos + 1, end)
-    const valueEnd = skipValue(buf, valueStart, end)
-    const name = raw.includes('\\') ? (JSON.parse(`"${raw}"`) as string) : raw
-    if (names.includes(name)) found.set(name, { start: valueStart, end: valueEnd })
+    let valueEnd = which === -1 ? -1 : visit(which, valueStart)
+    if (valueEnd === -1) valueEnd = skipValue(buf, valueStart, end)
     pos = skipSpace(buf, valueEnd, end)
     if (buf[pos] === COMMA) {
       pos = skipSpace(buf, pos + 1, end)
       continue
     }
-    if (buf[pos] === CLOSE_BRACE) return found
+    if (buf[pos] === CLOSE_BRACE) return pos + 1
     throw new JsonScanError("',' or '}' expected", pos)
   }
 }
 
-/** The ranges of the elements of the array at `range`. */
-export function elementRanges(buf: Buffer, range: Range): Range[] {
-  const out: Range[] = []
-  let pos = skipSpace(buf, range.start, range.end)
+/**
+ * Walks the elements of the array at `start` ("null" is an empty array): calls visit(element start),
+ * which reads the element and returns its end, or returns -1 to have it skipped. Returns the
+ * array's end (exclusive).
+ */
+export function eachElement(buf: Buffer, visit: (elementStart: number) => number, start = 0, end = buf.length): number {
+  let pos = skipSpace(buf, start, end)
   if (buf[pos] !== OPEN_BRACKET) {
-    if (buf.toString('latin1', pos, pos + 4) === 'null') return out
+    if (buf.toString('latin1', pos, pos + 4) === 'null') return pos + 4
     throw new JsonScanError('array expected', pos)
   }
-  pos = skipSpace(buf, pos + 1, range.end)
-  if (buf[pos] === CLOSE_BRACKET) return out
+  pos = skipSpace(buf, pos + 1, end)
+  if (buf[pos] === CLOSE_BRACKET) return pos + 1
   for (;;) {
-    const start = skipSpace(buf, pos, range.end)
-    const end = skipValue(buf, start, range.end)
-    out.push({ start, end })
-    pos = skipSpace(buf, end, range.end)
+    const elementStart = skipSpace(buf, pos, end)
+    let elementEnd = visit(elementStart)
+    if (elementEnd === -1) elementEnd = skipValue(buf, elementStart, end)
+    pos = skipSpace(buf, elementEnd, end)
     if (buf[pos] === COMMA) {
       pos++
       continue
     }
-    if (buf[pos] === CLOSE_BRACKET) return out
+    if (buf[pos] === CLOSE_BRACKET) return pos + 1
     throw new JsonScanError("',' or ']' expected", pos)
   }
+}
+
+/** The ranges of the values of the named top-level members of the object in buf (a repeated name: the last, as JSON.parse). */
+export function memberRanges(buf: Buffer, names: readonly string[], start = 0, end = buf.length): Map<string, Range> {
+  const found = new Map<string, Range>()
+  eachMember(
+    buf,
+    names,
+    (which, valueStart) => {
+      const valueEnd = skipValue(buf, valueStart, end)
+      found.set(names[which], { start: valueStart, end: valueEnd })
+      return valueEnd
+    },
+    start,
+    end,
+  )
+  return found
+}
+
+/** The string at `range`, or undefined when the value there is not a string. */
+export function stringAt(buf: Buffer, range: Range | undefined): string | undefined {
+  if (!range || buf[range.start] !== QUOTE) return undefined
+  for (let i = range.start + 1; i < range.end - 1; i++) if (buf[i] === BACKSLASH) return JSON.parse(buf.toString('utf8', range.start, range.end)) as string
+  return buf.toString('utf8', range.start + 1, range.end - 1)
+}
+
+/** Whether the value at `range` is an object ({…}) or an array ([…]). */
+export const isObjectAt = (buf: Buffer, range: Range | undefined): range is Range => range !== undefined && buf[range.start] === OPEN_BRACE
+export const isArrayAt = (buf: Buffer, range: Range | undefined): range is Range => range !== undefined && buf[range.start] === OPEN_BRACKET
+
+/** The ranges of the elements of the array at `range`. */
+export function elementRanges(buf: Buffer, range: Range): Range[] {
+  const out: Range[] = []
+  eachElement(
+    buf,
+    elementStart => {
+      const elementEnd = skipValue(buf, elementStart, range.end)
+      out.push({ start: elementStart, end: elementEnd })
+      return elementEnd
+    },
+    range.start,
+    range.end,
+  )
+  return out
 }
 
 /**

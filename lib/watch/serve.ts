@@ -94,8 +94,7 @@ export async function serveFromCache(info: RequestInfo, req: IncomingMessage, re
     const meta: Record<string, unknown> = { resourceVersion: resourceVersion.toString() }
     if (page.continue) meta.continue = page.continue
     if (page.remainingItemCount !== undefined) meta.remainingItemCount = page.remainingItemCount
-    const raw = listBody(cache.format, cache.kind || kindOf(info), cache.apiVersion || apiVersionOf(info), page, meta)
-    const body = (options.filter ? options.filter.body(cache.format, raw) : raw) ?? raw
+    const body = listBody(cache.format, cache.kind || kindOf(info), cache.apiVersion || apiVersionOf(info), page, meta, options.filter)
     res.writeHead(200, { 'content-type': contentTypeOf(cache.format), 'content-length': body.length, 'cache-control': 'no-cache, private', ...offlineHeaders(online, cache) })
     res.end(body)
     return true
