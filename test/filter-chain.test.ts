@@ -160,6 +160,7 @@ t.test('JSON bytes: steps that read bytes need no parse; the first that cannot p
       throw new Error('never: it reads bytes')
     },
     jsonBytes: raw => (calls.push('bytes'), Buffer.from(raw.toString().replace('"v":1', '"v":2'))),
+    protobuf: raw => raw,
   }
   const declines: Step = { ...tag('declines'), jsonBytes: () => undefined }
   const chain = new FilterChain([bytesStep, declines, tag('after')], report)

@@ -4,6 +4,7 @@
 // Checked on the real apiserver's bytes (test/fixtures/apiserver-v1.24), from every node of every
 // pool, under every kind of annotation, and on shapes the apiserver never writes.
 import t from 'tap'
+import type { Test } from 'tap'
 import { elementRanges, memberRanges } from '../lib/codec/json-scan.ts'
 import { filterEndpointsObject, filterSliceJsonBytes, type ServiceTopologyInput } from '../filters/servicetopology.ts'
 import { fixtureBytes, fixtureJson, recordedAnnotations, recordedContext } from './helpers/fixtures.ts'
@@ -29,7 +30,7 @@ const annotations: [string, (ns: string, name: string) => string | undefined][] 
   ['invalid', () => 'a,,b'],
 ]
 
-function agree(t: Tap.Test, raw: Buffer, input: ServiceTopologyInput, kind: 'EndpointSlice' | undefined, what: string): void {
+function agree(t: Test, raw: Buffer, input: ServiceTopologyInput, kind: 'EndpointSlice' | undefined, what: string): void {
   const object = JSON.parse(raw.toString())
   const expected = filterEndpointsObject(object, input, kind)
   const out = filterSliceJsonBytes(raw, input, kind)
