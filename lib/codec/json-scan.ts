@@ -69,13 +69,13 @@ export interface Range {
   end: number
 }
 
-/** A member name as the scanner compares it: its UTF-8 bytes. */
-const nameBytes = new Map<string, Buffer>()
-function bytesOf(name: string): Buffer {
-  let b = nameBytes.get(name)
+/** Member names as the scanner compares them, their UTF-8 bytes: kept for the callers' constant arrays. */
+const nameBytes = new WeakMap<readonly string[], Buffer[]>()
+function bytesOf(names: readonly string[]): Buffer[] {
+  let b = nameBytes.get(names)
   if (!b) {
-    b = Buffer.from(name)
-    if (nameBytes.size < 1_000) nameBytes.set(name, b)
+    b = names.map(n => Buffer.from(n))
+    nameBytes.set(names, b)
   }
   return b
 }
@@ -103,7 +103,7 @@ function whichName(buf: Buffer, start: number, end: number, wanted: readonly Buf
  * the values it wants reads no byte twice.
  */
 export function eachMember(buf: Buffer, names: readonly string[], visit: (which: number, valueStart: number) => number, start = 0, end = buf.length): number {
-  const wanted = names.map(bytesOf)
+  const wanted = bytesOf(names)
   let pos = skipSpace(buf, start, end)
   if (buf[pos] !== OPEN_BRACE) throw new JsonScanError('object expected', pos)
   pos = skipSpace(buf, pos + 1, end)
@@ -174,8 +174,14 @@ export function memberRanges(buf: Buffer, names: readonly string[], start = 0, e
 /** The string at `range`, or undefined when the value there is not a string. */
 export function stringAt(buf: Buffer, range: Range | undefined): string | undefined {
   if (!range || buf[range.start] !== QUOTE) return undefined
-  for (let i = range.start + 1; i < range.end - 1; i++) if (buf[i] === BACKSLASH) return JSON.parse(buf.toString('utf8', range.start, range.end)) as string
-  return buf.toString('utf8', range.start + 1, range.end - 1)
+  let ascii = true
+  for (let i = range.start + 1; i < range.end - 1; i++) {
+    const c = buf[i]
+    if (c === BACKSLASH) return JSON.parse(buf.toString('utf8', range.start, range.end)) as string
+    if (c > 0x7f) ascii = false
+  }
+  // ASCII, as names almost always are: latin1 is the same characters, and cheaper to decode
+  return buf.toString(ascii ? 'latin1' : 'utf8', range.start + 1, range.end - 1)
 }
 
 /** Whether the value at `range` is an object ({…}) or an array ([…]). */
