@@ -28,15 +28,10 @@ const typeMembers = ['kind', 'apiVersion', 'metadata']
 const listMembers = ['kind', 'apiVersion', 'metadata', 'items']
 
 /**
- * One JSON object from its bytes (`start`..`end` of `buf`): only kind, apiVersion and metadata are
- * parsed; the body is the apiserver's bytes (copied, so a list's buffer is not pinned), with kind
+ * One JSON object from its bytes (`start`..`end` of `buf`) and the ranges of its kind, apiVersion
+ * and metadata (found by the caller, on its way through): only metadata is parsed; the body is the apiserver's bytes (copied, so a list's buffer is not pinned), with kind
  * and apiVersion put in front when the object lacks them (list items do).
  */
-function fromJsonBytes(buf: Buffer, start: number, end: number, kind: string, apiVersion: string): CachedObject {
-  return fromJsonMembers(buf, start, end, memberRanges(buf, typeMembers, start, end), kind, apiVersion)
-}
-
-/** fromJsonBytes of an object whose members have been found (`end` is the object's end). */
 function fromJsonMembers(buf: Buffer, start: number, end: number, members: Map<string, Range>, kind: string, apiVersion: string): CachedObject {
   const metaRange = members.get('metadata')
   const meta = (metaRange ? JSON.parse(buf.toString('utf8', metaRange.start, metaRange.end)) : {}) as JsonMeta
@@ -73,8 +68,8 @@ export function decodeObject(format: WireFormat, body: Buffer): CachedObject {
     const unknown = decodeUnknown(body)
     return fromProtobufRaw(Buffer.from(unknown.raw), unknown.kind, unknown.apiVersion)
   }
-  const members = memberRanges(body, ['kind', 'apiVersion'])
-  return fromJsonBytes(body, 0, body.length, stringMember(body, members, 'kind'), stringMember(body, members, 'apiVersion'))
+  const members = memberRanges(body, typeMembers)
+  return fromJsonMembers(body, 0, body.length, members, stringMember(body, members, 'kind'), stringMember(body, members, 'apiVersion'))
 }
 
 export interface DecodedList {
@@ -175,5 +170,5 @@ export function decodeEvent(format: WireFormat, frame: Buffer): DecodedEvent {
     const meta = (metaRange ? JSON.parse(frame.toString('utf8', metaRange.start, metaRange.end)) : {}) as JsonMeta
     return { type, resourceVersion: meta?.resourceVersion, initialEventsEnd: meta?.annotations?.[initialEventsEndAnnotation] === 'true' }
   }
-  return { type, object: fromJsonBytes(frame, object.start, object.end, stringMember(frame, inner, 'kind'), stringMember(frame, inner, 'apiVersion')) }
+  return { type, object: fromJsonMembers(frame, object.start, object.end, inner, stringMember(frame, inner, 'kind'), stringMember(frame, inner, 'apiVersion')) }
 }
