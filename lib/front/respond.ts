@@ -34,3 +34,24 @@ export function streamBody(body: Readable, res: ServerResponse): Promise<void> {
     body.pipe(res)
   })
 }
+
+/**
+ * res.write for a stream of frames: frames written in one go (a burst of events, one tick) leave
+ * together, corked until the next tick: one writev, not a syscall per frame. Returns res.write's
+ * answer (false: wait for 'drain').
+ */
+export function burstWriter(res: ServerResponse): (frame: Buffer) => boolean {
+  let corked = false
+  const uncork = () => {
+    corked = false
+    res.uncork()
+  }
+  return frame => {
+    if (!corked) {
+      corked = true
+      res.cork()
+      process.nextTick(uncork)
+    }
+    return res.write(frame)
+  }
+}

@@ -7,6 +7,7 @@ import { pipeline } from 'node:stream'
 import type { Readable } from 'node:stream'
 import type { ServerResponse } from 'node:http'
 import type { WatchFrameSplitter } from '../api/frames.ts'
+import { burstWriter } from '../front/respond.ts'
 
 export interface WatchStages {
   /** as each frame arrives, concurrently with earlier ones; must not reject */
@@ -41,22 +42,13 @@ function drainedOrClosed(res: ServerResponse): Promise<void> {
 export async function streamWatch(body: Readable, splitter: WatchFrameSplitter, res: ServerResponse, stages: WatchStages = {}, silenceMs = 0): Promise<void> {
   res.flushHeaders()
   const frames = pipeline(body, splitter, () => {})
-  // Frames that arrive together leave together: corked until the next tick, one writev for a burst.
-  let corked = false
-  const uncork = () => {
-    corked = false
-    res.uncork()
-  }
+  // Frames that arrive together leave together: one writev for a burst.
+  const send = burstWriter(res)
   const write = async (out: Buffer | Buffer[]) => {
     const list = Array.isArray(out) ? out : [out]
     for (const frame of list) {
       if (res.destroyed) return
-      if (!corked) {
-        corked = true
-        res.cork()
-        process.nextTick(uncork)
-      }
-      if (!res.write(frame)) await drainedOrClosed(res)
+      if (!send(frame)) await drainedOrClosed(res)
     }
   }
   let inOrder: Promise<void> = Promise.resolve()

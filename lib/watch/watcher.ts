@@ -14,6 +14,7 @@ import { bookmarkFrame } from '../cache/bookmark.ts'
 import { contentTypeOf } from '../api/negotiate.ts'
 import { failure } from '../api/status.ts'
 import { FilteredWatch } from './refilter.ts'
+import { burstWriter } from '../front/respond.ts'
 import { encodeBody } from '../codec/typed.ts'
 import type { CacheEvent, CacheListener, WatchCache } from './cache.ts'
 
@@ -48,6 +49,8 @@ export function eventFrame(format: WireFormat, type: string, object: CachedObjec
 export class CacheWatcher implements CacheListener {
   private unsubscribe = () => {}
   private readonly timers: NodeJS.Timeout[] = []
+  /** a burst of events (a group commit's worth) leaves in one writev */
+  private readonly sendFrame: (frame: Buffer) => boolean
   private tracker: FilteredWatch | undefined
   private closed = false
   /** the newest version this client has been told of */
@@ -57,7 +60,9 @@ export class CacheWatcher implements CacheListener {
     private readonly cache: WatchCache,
     private readonly res: ServerResponse,
     private readonly options: WatcherOptions,
-  ) {}
+  ) {
+    this.sendFrame = burstWriter(res)
+  }
 
   private get format(): WireFormat {
     return this.cache.format
@@ -139,7 +144,7 @@ export class CacheWatcher implements CacheListener {
 
   private write(out: Buffer[]): void {
     if (this.closed || out.length === 0) return
-    for (const frame of out) this.res.write(frame)
+    for (const frame of out) this.sendFrame(frame)
     if (this.res.writableLength > (this.options.budgetBytes ?? 16 * 1024 * 1024)) this.close('slow')
   }
 
