@@ -5,7 +5,8 @@
 // failure take the response down (the object passes as it is, and the failure is reported).
 import type { WireFormat } from '../lib/cache/types.ts'
 import { assembleList, decodeUnknown, decodeWatchEvent, encodeUnknown, encodeWatchEvent, isProtobuf, splitList } from '../lib/codec/protobuf.ts'
-import { elementRanges, isObjectAt, memberRanges, stringAt } from '../lib/codec/json-scan.ts'
+import { eachMember, elementRanges, isObjectAt, memberRanges, skipValue, stringAt } from '../lib/codec/json-scan.ts'
+import type { Range } from '../lib/codec/json-scan.ts'
 
 /** One filter, bound to its context for this request. */
 export interface Step {
@@ -270,20 +271,36 @@ export class FilterChain implements ResponseFilter {
     }
     // The event's object is spliced: the envelope's bytes are the apiserver's, and the object is
     // serialized again only when a step that cannot read bytes changed it.
-    let object, kind, apiVersion
+    // One scan finds the type, the object, and the object's kind and apiVersion.
+    let type: Range | undefined
+    let object: Range | undefined
+    let kind: Range | undefined
+    let apiVersion: Range | undefined
     try {
-      const members = memberRanges(frame, eventMembers)
-      const type = stringAt(frame, members.get('type'))
-      object = members.get('object')
-      if (type === 'BOOKMARK' || type === 'ERROR' || !isObjectAt(frame, object)) return frame
-      const own = memberRanges(frame, typeMembers, object.start, object.end)
-      kind = stringAt(frame, own.get('kind')) ?? ''
-      apiVersion = stringAt(frame, own.get('apiVersion')) ?? ''
+      eachMember(frame, eventMembers, (which, start) => {
+        if (which === 1 && frame[start] === 0x7b) {
+          kind = apiVersion = undefined
+          const end = eachMember(frame, typeMembers, (member, at) => {
+            const range = { start: at, end: skipValue(frame, at) }
+            if (member === 0) kind = range
+            else apiVersion = range
+            return range.end
+          }, start)
+          object = { start, end }
+          return end
+        }
+        const end = skipValue(frame, start)
+        if (which === 0) type = { start, end }
+        else object = undefined
+        return end
+      })
+      const eventType = stringAt(frame, type)
+      if (eventType === 'BOOKMARK' || eventType === 'ERROR' || !object) return frame
     } catch {
       return frame
     }
     const raw = frame.subarray(object.start, object.end)
-    const out = this.runJsonBytes(raw, kind, apiVersion)
+    const out = this.runJsonBytes(raw, stringAt(frame, kind) ?? '', stringAt(frame, apiVersion) ?? '')
     if (out === null) return null
     return out === raw ? frame : Buffer.concat([frame.subarray(0, object.start), out, frame.subarray(object.end)])
   }

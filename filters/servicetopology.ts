@@ -177,33 +177,50 @@ const comma = Buffer.from(',')
 const openBracket = Buffer.from('[')
 const closeBracket = Buffer.from(']')
 
+// The endpoint being read by readPlace: where its four strings are (-1: absent). Module state,
+// because reading is synchronous and never reentrant, and an endpoint costs no closures this way.
+const noBytes = Buffer.alloc(0)
+let placeBuf: Buffer = noBytes
+const at = { node: -1, nodeEnd: -1, zone: -1, zoneEnd: -1, host: -1, hostEnd: -1, topologyZone: -1, topologyZoneEnd: -1 }
+
+function visitTopology(which: number, start: number): number {
+  const end = skipValue(placeBuf, start)
+  if (which === 0) {
+    at.host = start
+    at.hostEnd = end
+  } else {
+    at.topologyZone = start
+    at.topologyZoneEnd = end
+  }
+  return end
+}
+
+function visitPlace(which: number, start: number): number {
+  if (which === 2) return placeBuf[start] === 0x7b ? eachMember(placeBuf, topologyMembers, visitTopology, start) : -1
+  const end = skipValue(placeBuf, start)
+  if (which === 0) {
+    at.node = start
+    at.nodeEnd = end
+  } else {
+    at.zone = start
+    at.zoneEnd = end
+  }
+  return end
+}
+
+const stringIn = (buf: Buffer, start: number, end: number): string | undefined => (start === -1 ? undefined : nonEmpty(stringAt(buf, { start, end })))
+
 /** slicePlace over an endpoint's bytes at `start`; returns where it ends. */
 function readPlace(buf: Buffer, start: number, into: EndpointPlace[]): number {
   const place: EndpointPlace = {}
   into.push(place)
   if (buf[start] !== 0x7b) return -1 // not an object: no place, the scanner skips it
-  let nodeName: string | undefined
-  let zone: string | undefined
-  let topology: Map<string, Range> | undefined
-  const end = eachMember(buf, placeMembers, (which, at) => {
-    if (which === 2) {
-      if (buf[at] !== 0x7b) return -1
-      topology = new Map()
-      const seen = topology
-      return eachMember(buf, topologyMembers, (key, keyAt) => {
-        const keyEnd = skipValue(buf, keyAt)
-        seen.set(topologyMembers[key], { start: keyAt, end: keyEnd })
-        return keyEnd
-      }, at)
-    }
-    const valueEnd = skipValue(buf, at)
-    const value = stringAt(buf, { start: at, end: valueEnd })
-    if (which === 0) nodeName = value
-    else zone = value
-    return valueEnd
-  }, start)
-  nodeName = nonEmpty(nodeName) ?? nonEmpty(stringAt(buf, topology?.get(hostnameKey)))
-  zone = nonEmpty(zone) ?? nonEmpty(stringAt(buf, topology?.get(zoneLabel)))
+  placeBuf = buf
+  at.node = at.zone = at.host = at.topologyZone = -1
+  const end = eachMember(buf, placeMembers, visitPlace, start)
+  placeBuf = noBytes // a list's body is not kept alive by the last endpoint read
+  const nodeName = stringIn(buf, at.node, at.nodeEnd) ?? stringIn(buf, at.host, at.hostEnd)
+  const zone = stringIn(buf, at.zone, at.zoneEnd) ?? stringIn(buf, at.topologyZone, at.topologyZoneEnd)
   if (nodeName !== undefined) place.nodeName = nodeName
   if (zone !== undefined) place.zone = zone
   return end
