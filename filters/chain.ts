@@ -5,7 +5,7 @@
 // failure take the response down (the object passes as it is, and the failure is reported).
 import type { WireFormat } from '../lib/cache/types.ts'
 import { assembleList, decodeUnknown, decodeWatchEvent, encodeUnknown, encodeWatchEvent, isProtobuf, splitList } from '../lib/codec/protobuf.ts'
-import { eachMember, elementRanges, isObjectAt, memberRanges, skipValue, stringAt } from '../lib/codec/json-scan.ts'
+import { eachMember, elementRanges, isObjectAt, memberRanges, objectMembers, skipValue, spliceArray, stringAt } from '../lib/codec/json-scan.ts'
 import type { Range } from '../lib/codec/json-scan.ts'
 
 /** One filter, bound to its context for this request. */
@@ -47,6 +47,8 @@ export interface ResponseFilter {
 const listSuffix = /List$/
 const eventMembers = ['type', 'object']
 const typeMembers = ['kind', 'apiVersion']
+const listMembers = ['kind', 'apiVersion', 'items']
+const metadataMember = ['metadata']
 
 function label(object: { metadata?: { namespace?: unknown; name?: unknown } } | undefined, kind: string): () => string {
   const m = object?.metadata
@@ -57,17 +59,13 @@ function label(object: { metadata?: { namespace?: unknown; name?: unknown } } | 
 function labelOfBytes(raw: Buffer, kind: string): () => string {
   return () => {
     try {
-      const meta = memberRanges(raw, ['metadata']).get('metadata')
+      const meta = memberRanges(raw, metadataMember).get('metadata')
       return label(isObjectAt(raw, meta) ? { metadata: JSON.parse(raw.toString('utf8', meta.start, meta.end)) } : undefined, kind)()
     } catch {
       return `${kind} ?`
     }
   }
 }
-
-const comma = Buffer.from(',')
-const openBracket = Buffer.from('[')
-const closeBracket = Buffer.from(']')
 
 export class FilterChain implements ResponseFilter {
   readonly names: readonly string[]
@@ -206,7 +204,7 @@ export class FilterChain implements ResponseFilter {
   private jsonBody(body: Buffer): Buffer | null {
     let members
     try {
-      members = memberRanges(body, ['kind', 'apiVersion', 'items'])
+      members = memberRanges(body, listMembers)
     } catch {
       return body
     }
@@ -235,24 +233,15 @@ export class FilterChain implements ResponseFilter {
 
   private jsonItems(body: Buffer, itemsRange: { start: number; end: number }, itemKind: string, apiVersion: string): Buffer | null {
     // Items are spliced: only those a step changed are serialized again.
-    const parts: Buffer[] = [body.subarray(0, itemsRange.start), openBracket]
+    const items: Buffer[] = []
     let changed = false
-    let first = true
     for (const range of elementRanges(body, itemsRange)) {
       const raw = body.subarray(range.start, range.end)
       const out = this.runJsonBytes(raw, itemKind, apiVersion)
-      if (out === null) {
-        changed = true
-        continue
-      }
-      if (!first) parts.push(comma)
-      first = false
       if (out !== raw) changed = true
-      parts.push(out)
+      if (out !== null) items.push(out)
     }
-    if (!changed) return body
-    parts.push(closeBracket, body.subarray(itemsRange.end))
-    return Buffer.concat(parts)
+    return changed ? spliceArray(body, itemsRange, items) : body
   }
 
   frame(format: WireFormat, frame: Buffer): Buffer | null {
@@ -274,20 +263,14 @@ export class FilterChain implements ResponseFilter {
     // One scan finds the type, the object, and the object's kind and apiVersion.
     let type: Range | undefined
     let object: Range | undefined
-    let kind: Range | undefined
-    let apiVersion: Range | undefined
+    let own: Map<string, Range> | undefined
     try {
       eachMember(frame, eventMembers, (which, start) => {
         if (which === 1 && frame[start] === 0x7b) {
-          kind = apiVersion = undefined
-          const end = eachMember(frame, typeMembers, (member, at) => {
-            const range = { start: at, end: skipValue(frame, at) }
-            if (member === 0) kind = range
-            else apiVersion = range
-            return range.end
-          }, start)
-          object = { start, end }
-          return end
+          const found = objectMembers(frame, typeMembers, start)
+          own = found.members
+          object = { start, end: found.end }
+          return found.end
         }
         const end = skipValue(frame, start)
         if (which === 0) type = { start, end }
@@ -300,7 +283,7 @@ export class FilterChain implements ResponseFilter {
       return frame
     }
     const raw = frame.subarray(object.start, object.end)
-    const out = this.runJsonBytes(raw, stringAt(frame, kind) ?? '', stringAt(frame, apiVersion) ?? '')
+    const out = this.runJsonBytes(raw, stringAt(frame, own?.get('kind')) ?? '', stringAt(frame, own?.get('apiVersion')) ?? '')
     if (out === null) return null
     return out === raw ? frame : Buffer.concat([frame.subarray(0, object.start), out, frame.subarray(object.end)])
   }

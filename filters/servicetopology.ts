@@ -4,7 +4,7 @@
 // it is the input itself.
 
 import { decideTopology, hostnameKey, zoneLabel, type EndpointPlace, type TopologyContext } from './topology.ts'
-import { eachElement, eachMember, skipValue, stringAt } from '../lib/codec/json-scan.ts'
+import { eachElement, eachMember, skipValue, spliceArray, stringAt } from '../lib/codec/json-scan.ts'
 import type { Range } from '../lib/codec/json-scan.ts'
 
 export interface ServiceTopologyInput {
@@ -173,42 +173,31 @@ const sliceMembers = ['kind', 'apiVersion', 'metadata', 'endpoints']
 const placeMembers = ['nodeName', 'zone', 'topology']
 const topologyMembers = [hostnameKey, zoneLabel]
 const nonEmpty = (s: string | undefined): string | undefined => (s === '' ? undefined : s)
-const comma = Buffer.from(',')
-const openBracket = Buffer.from('[')
-const closeBracket = Buffer.from(']')
 
-// The endpoint being read by readPlace: where its four strings are (-1: absent). Module state,
-// because reading is synchronous and never reentrant, and an endpoint costs no closures this way.
+// The endpoint being read by readPlace: where its strings are, [start, end) pairs for nodeName,
+// zone, topology's hostname and topology's zone (start -1: absent). Module state, because reading
+// is synchronous and never reentrant, and an endpoint costs no closures this way.
 const noBytes = Buffer.alloc(0)
 let placeBuf: Buffer = noBytes
-const at = { node: -1, nodeEnd: -1, zone: -1, zoneEnd: -1, host: -1, hostEnd: -1, topologyZone: -1, topologyZoneEnd: -1 }
+const spans = new Int32Array(8)
+const [nodeSlot, zoneSlot, hostSlot, topologyZoneSlot] = [0, 1, 2, 3]
 
-function visitTopology(which: number, start: number): number {
+function record(slot: number, start: number): number {
   const end = skipValue(placeBuf, start)
-  if (which === 0) {
-    at.host = start
-    at.hostEnd = end
-  } else {
-    at.topologyZone = start
-    at.topologyZoneEnd = end
-  }
+  spans[2 * slot] = start
+  spans[2 * slot + 1] = end
   return end
 }
 
-function visitPlace(which: number, start: number): number {
-  if (which === 2) return placeBuf[start] === 0x7b ? eachMember(placeBuf, topologyMembers, visitTopology, start) : -1
-  const end = skipValue(placeBuf, start)
-  if (which === 0) {
-    at.node = start
-    at.nodeEnd = end
-  } else {
-    at.zone = start
-    at.zoneEnd = end
-  }
-  return end
-}
+const visitTopology = (which: number, start: number): number => record(hostSlot + which, start)
+const visitPlace = (which: number, start: number): number =>
+  which === 2 ? (placeBuf[start] === 0x7b ? eachMember(placeBuf, topologyMembers, visitTopology, start) : -1) : record(which, start)
 
-const stringIn = (buf: Buffer, start: number, end: number): string | undefined => (start === -1 ? undefined : nonEmpty(stringAt(buf, { start, end })))
+/** The non-empty string recorded in `slot`, if any. */
+function stringIn(buf: Buffer, slot: number): string | undefined {
+  const start = spans[2 * slot]
+  return start === -1 ? undefined : nonEmpty(stringAt(buf, { start, end: spans[2 * slot + 1] }))
+}
 
 /** slicePlace over an endpoint's bytes at `start`; returns where it ends. */
 function readPlace(buf: Buffer, start: number, into: EndpointPlace[]): number {
@@ -216,11 +205,11 @@ function readPlace(buf: Buffer, start: number, into: EndpointPlace[]): number {
   into.push(place)
   if (buf[start] !== 0x7b) return -1 // not an object: no place, the scanner skips it
   placeBuf = buf
-  at.node = at.zone = at.host = at.topologyZone = -1
+  for (let slot = 0; slot < 4; slot++) spans[2 * slot] = -1
   const end = eachMember(buf, placeMembers, visitPlace, start)
   placeBuf = noBytes // a list's body is not kept alive by the last endpoint read
-  const nodeName = stringIn(buf, at.node, at.nodeEnd) ?? stringIn(buf, at.host, at.hostEnd)
-  const zone = stringIn(buf, at.zone, at.zoneEnd) ?? stringIn(buf, at.topologyZone, at.topologyZoneEnd)
+  const nodeName = stringIn(buf, nodeSlot) ?? stringIn(buf, hostSlot)
+  const zone = stringIn(buf, zoneSlot) ?? stringIn(buf, topologyZoneSlot)
   if (nodeName !== undefined) place.nodeName = nodeName
   if (zone !== undefined) place.zone = zone
   return end
@@ -277,14 +266,5 @@ export function filterSliceJsonBytes(raw: Buffer, input: ServiceTopologyInput, k
   if (endpoints === undefined) return unreadWith !== undefined && unreadWith !== metadata && annotated() ? undefined : raw
   const keep = decide(serviceRef(metadata, k), places, input)
   if (!keep) return raw
-  const parts: Buffer[] = [raw.subarray(0, endpoints.start), openBracket]
-  let first = true
-  elements.forEach((e, i) => {
-    if (!keep[i]) return
-    if (!first) parts.push(comma)
-    first = false
-    parts.push(raw.subarray(e.start, e.end))
-  })
-  parts.push(closeBracket, raw.subarray(endpoints.end))
-  return Buffer.concat(parts)
+  return spliceArray(raw, endpoints, elements.filter((_, i) => keep[i]).map(e => raw.subarray(e.start, e.end)))
 }

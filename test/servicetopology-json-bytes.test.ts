@@ -122,7 +122,10 @@ t.test('core Endpoints are left to the decoded filter', async t => {
 t.test('a Service without the annotation: its endpoints are not read', async t => {
   const asked: string[] = []
   const input: ServiceTopologyInput = { topology: recordedContext('kind-worker2'), annotationOf: (ns, name) => (asked.push(`${ns}/${name}`), undefined) }
-  const raw = Buffer.from('{"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1","metadata":{"name":"a","namespace":"b","labels":{"kubernetes.io/service-name":"s"}},"endpoints":[{"nodeName":"kind-worker2"}]}')
+  // a nodeName with an escape JSON has not (\q): reading it would throw, skipping it does not
+  const raw = Buffer.from('{"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1","metadata":{"name":"a","namespace":"b","labels":{"kubernetes.io/service-name":"s"}},"endpoints":[{"nodeName":"kind-\\q"}]}')
   t.equal(filterSliceJsonBytes(raw, input), raw)
   t.same(asked, ['b/s'])
+  const annotated: ServiceTopologyInput = { ...input, annotationOf: () => 'kubernetes.io/hostname' }
+  t.throws(() => filterSliceJsonBytes(raw, annotated), 'annotated: the endpoints are read (and this one cannot be)')
 })

@@ -2,7 +2,7 @@
 // decoded: Tables and metadata-only answers (`;as=…` in the Content-Type) are views, not objects.
 import type { CachedObject, WireFormat } from './types.ts'
 import { initialEventsEndAnnotation } from './bookmark.ts'
-import { eachElement, eachMember, memberRanges, skipValue, withTypeMeta } from '../codec/json-scan.ts'
+import { eachElement, eachMember, memberRanges, objectMembers, skipValue, withTypeMeta } from '../codec/json-scan.ts'
 import type { Range } from '../codec/json-scan.ts'
 import { decodeUnknown, decodeWatchEvent, isProtobuf, objectMeta, splitList } from '../codec/protobuf.ts'
 
@@ -26,11 +26,13 @@ interface JsonMeta {
 
 const typeMembers = ['kind', 'apiVersion', 'metadata']
 const listMembers = ['kind', 'apiVersion', 'metadata', 'items']
+const eventMembers = ['type', 'object']
 
 /**
  * One JSON object from its bytes (`start`..`end` of `buf`) and the ranges of its kind, apiVersion
- * and metadata (found by the caller, on its way through): only metadata is parsed; the body is the apiserver's bytes (copied, so a list's buffer is not pinned), with kind
- * and apiVersion put in front when the object lacks them (list items do).
+ * and metadata (found by the caller, on its way through): only metadata is parsed; the body is the
+ * apiserver's bytes (copied, so a list's buffer is not pinned), with kind and apiVersion put in
+ * front when the object lacks them (list items do).
  */
 function fromJsonMembers(buf: Buffer, start: number, end: number, members: Map<string, Range>, kind: string, apiVersion: string): CachedObject {
   const metaRange = members.get('metadata')
@@ -101,14 +103,9 @@ export function decodeList(format: WireFormat, body: Buffer): DecodedList {
   let items: Range | undefined
   let found: CachedObject[] = []
   const read = (kind: string, apiVersion: string) => (at: number): number => {
-    const own = new Map<string, Range>()
-    const end = eachMember(body, typeMembers, (which, valueStart) => {
-      const valueEnd = skipValue(body, valueStart)
-      own.set(typeMembers[which], { start: valueStart, end: valueEnd })
-      return valueEnd
-    }, at)
-    found.push(fromJsonMembers(body, at, end, own, kind, apiVersion))
-    return end
+    const item = objectMembers(body, typeMembers, at)
+    found.push(fromJsonMembers(body, at, item.end, item.members, kind, apiVersion))
+    return item.end
   }
   eachMember(body, listMembers, (which, at) => {
     const name = listMembers[which]
@@ -160,7 +157,7 @@ export function decodeEvent(format: WireFormat, frame: Buffer): DecodedEvent {
     }
     return { type: event.type, object: decodeObject('protobuf', event.object) }
   }
-  const members = memberRanges(frame, ['type', 'object'])
+  const members = memberRanges(frame, eventMembers)
   const type = stringMember(frame, members, 'type')
   const object = members.get('object')
   if (type === 'ERROR' || !object) return { type }

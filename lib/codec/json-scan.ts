@@ -69,13 +69,21 @@ export interface Range {
   end: number
 }
 
-/** Member names as the scanner compares them, their UTF-8 bytes: kept for the callers' constant arrays. */
-const nameBytes = new WeakMap<readonly string[], Buffer[]>()
+/** Member names as the scanner compares them, their UTF-8 bytes: per name, and per array for the callers' constant arrays. */
+const nameBytes = new Map<string, Buffer>()
+const namesBytes = new WeakMap<readonly string[], Buffer[]>()
 function bytesOf(names: readonly string[]): Buffer[] {
-  let b = nameBytes.get(names)
+  let b = namesBytes.get(names)
   if (!b) {
-    b = names.map(n => Buffer.from(n))
-    nameBytes.set(names, b)
+    b = names.map(n => {
+      let bytes = nameBytes.get(n)
+      if (!bytes) {
+        bytes = Buffer.from(n)
+        if (nameBytes.size < 1_000) nameBytes.set(n, bytes)
+      }
+      return bytes
+    })
+    namesBytes.set(names, b)
   }
   return b
 }
@@ -154,22 +162,28 @@ export function eachElement(buf: Buffer, visit: (elementStart: number) => number
   }
 }
 
-/** The ranges of the values of the named top-level members of the object in buf (a repeated name: the last, as JSON.parse). */
-export function memberRanges(buf: Buffer, names: readonly string[], start = 0, end = buf.length): Map<string, Range> {
-  const found = new Map<string, Range>()
-  eachMember(
+/**
+ * The ranges of the values of the named top-level members of the object at `start` (a repeated
+ * name: the last, as JSON.parse), and where the object ends.
+ */
+export function objectMembers(buf: Buffer, names: readonly string[], start = 0, end = buf.length): { members: Map<string, Range>; end: number } {
+  const members = new Map<string, Range>()
+  const objectEnd = eachMember(
     buf,
     names,
     (which, valueStart) => {
       const valueEnd = skipValue(buf, valueStart, end)
-      found.set(names[which], { start: valueStart, end: valueEnd })
+      members.set(names[which], { start: valueStart, end: valueEnd })
       return valueEnd
     },
     start,
     end,
   )
-  return found
+  return { members, end: objectEnd }
 }
+
+/** objectMembers' ranges alone. */
+export const memberRanges = (buf: Buffer, names: readonly string[], start = 0, end = buf.length): Map<string, Range> => objectMembers(buf, names, start, end).members
 
 /** The string at `range`, or undefined when the value there is not a string. */
 export function stringAt(buf: Buffer, range: Range | undefined): string | undefined {
@@ -184,9 +198,23 @@ export function stringAt(buf: Buffer, range: Range | undefined): string | undefi
   return buf.toString(ascii ? 'latin1' : 'utf8', range.start + 1, range.end - 1)
 }
 
-/** Whether the value at `range` is an object ({…}) or an array ([…]). */
+/** Whether the value at `range` is an object ({…}). */
 export const isObjectAt = (buf: Buffer, range: Range | undefined): range is Range => range !== undefined && buf[range.start] === OPEN_BRACE
-export const isArrayAt = (buf: Buffer, range: Range | undefined): range is Range => range !== undefined && buf[range.start] === OPEN_BRACKET
+
+const comma = Buffer.from(',')
+const openBracket = Buffer.from('[')
+const closeBracket = Buffer.from(']')
+
+/** buf with the array at `array` replaced by one of these elements (the bytes of each as given); every other byte is buf's. */
+export function spliceArray(buf: Buffer, array: Range, elements: readonly Buffer[]): Buffer {
+  const parts: Buffer[] = [buf.subarray(0, array.start), openBracket]
+  elements.forEach((e, i) => {
+    if (i > 0) parts.push(comma)
+    parts.push(e)
+  })
+  parts.push(closeBracket, buf.subarray(array.end))
+  return Buffer.concat(parts)
+}
 
 /** The ranges of the elements of the array at `range`. */
 export function elementRanges(buf: Buffer, range: Range): Range[] {

@@ -53,6 +53,8 @@ interface OtherEvent {
 }
 
 const objectEvents = new Set(['ADDED', 'MODIFIED', 'DELETED'])
+const eventMembers = ['type', 'object']
+const eventObjectMembers = ['kind', 'apiVersion', 'metadata']
 
 export interface FilteredWatchOptions {
   /** the watch's resourceVersion: the stream is known to have reached it */
@@ -244,12 +246,12 @@ export class FilteredWatch {
   }
 
   private decodeJson(frame: Buffer): ObjectEvent | OtherEvent {
-    const members = memberRanges(frame, ['type', 'object'])
+    const members = memberRanges(frame, eventMembers)
     const typeRange = members.get('type')
     const objectRange = members.get('object')
     if (!typeRange || !objectRange) throw new Error('not a watch event')
     const type = JSON.parse(frame.toString('utf8', typeRange.start, typeRange.end)) as string
-    const inner = memberRanges(frame, ['kind', 'apiVersion', 'metadata'], objectRange.start, objectRange.end)
+    const inner = memberRanges(frame, eventObjectMembers, objectRange.start, objectRange.end)
     const text = (name: string) => {
       const r = inner.get(name)
       return r ? (JSON.parse(frame.toString('utf8', r.start, r.end)) as unknown) : undefined
