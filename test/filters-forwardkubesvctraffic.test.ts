@@ -3,11 +3,11 @@
 import t from 'tap'
 import { forwardKubeSvcTrafficFilter as filter, hubAddressType, kubeSliceDecision } from '../filters/forwardkubesvctraffic.ts'
 import { ProtobufError } from '../lib/codec/wire.ts'
-import { decodeUnknown, splitList } from '../lib/codec/protobuf.ts'
+import { decodeUnknown } from '../lib/codec/protobuf.ts'
 import { decodeObject, encodeObject } from '../lib/codec/typed.ts'
 import { messageField, stringField, varintField } from '../filters/protobuf-edit.ts'
 import { fixtureBytes, fixtureJson } from './helpers/fixtures.ts'
-import { type Json, checkCase, clone, context, deepFreeze, diffPaths, fieldBytes, fuzzJson, fuzzProtobuf } from './helpers/object-filters.ts'
+import { type Json, checkCase, recordedListOfOne, clone, context, diffPaths, fieldBytes, fuzzJson, fuzzProtobuf } from './helpers/object-filters.ts'
 
 const v1 = 'discovery.k8s.io/v1'
 const hub = { host: '169.254.2.1', port: 10268 }
@@ -78,29 +78,15 @@ t.test('another family: left, and said', async t => {
 })
 
 t.test('the recorded protobuf list, item by item', async t => {
-  const u = decodeUnknown(fixtureBytes('list-endpointslices.pb'))
-  t.equal(u.apiVersion, v1)
-  const items = splitList(u.raw).items
-  t.equal(items.length, recorded.length)
-  items.forEach((raw, i) => {
-    const before = Buffer.from(raw)
-    const out = filter.protobuf(raw, 'EndpointSlice', context())
-    const input = deepFreeze(clone(recorded[i]))
-    const json = filter.json(input, 'EndpointSlice', context())
-    t.ok(raw.equals(before), 'input not mutated')
-    if (recorded[i].metadata.name !== 'kubernetes') {
-      t.equal(out, raw, `${recorded[i].metadata.name}: the same Buffer`)
-      t.equal(json, input, `${recorded[i].metadata.name}: the same object`)
-      return
-    }
-    t.same(decodeObject(out!, v1, 'EndpointSlice'), json, 'protobuf result = JSON result')
-    t.same(diffPaths(decodeObject(raw, v1, 'EndpointSlice'), decodeObject(out!, v1, 'EndpointSlice')), ['endpoints.0.addresses.0', 'ports.0.port'])
-    const [inTop, outTop] = [fieldBytes(raw), fieldBytes(out!)]
-    t.same(outTop.map(f => f.field), inTop.map(f => f.field), 'fields in the same order')
-    t.same(outTop.filter(f => f.field === 1 || f.field === 4).map(f => f.bytes), inTop.filter(f => f.field === 1 || f.field === 4).map(f => f.bytes), 'metadata and addressType byte for byte')
-    const port = (fs: typeof inTop) => fieldBytes(fs.find(f => f.field === 3)!.payload).filter(f => f.field !== 3).map(f => f.bytes)
-    t.same(port(outTop), port(inTop), 'the port but its number byte for byte')
-  })
+  const list = fixtureBytes('list-endpointslices.pb')
+  t.equal(decodeUnknown(list).apiVersion, v1)
+  const { raw, out } = recordedListOfOne(t, filter, list, recorded, v1, 'EndpointSlice', 'kubernetes')
+  t.same(diffPaths(decodeObject(raw, v1, 'EndpointSlice'), decodeObject(out, v1, 'EndpointSlice')), ['endpoints.0.addresses.0', 'ports.0.port'])
+  const [inTop, outTop] = [fieldBytes(raw), fieldBytes(out)]
+  t.same(outTop.map(f => f.field), inTop.map(f => f.field), 'fields in the same order')
+  t.same(outTop.filter(f => f.field === 1 || f.field === 4).map(f => f.bytes), inTop.filter(f => f.field === 1 || f.field === 4).map(f => f.bytes), 'metadata and addressType byte for byte')
+  const port = (fs: typeof inTop) => fieldBytes(fs.find(f => f.field === 3)!.payload).filter(f => f.field !== 3).map(f => f.bytes)
+  t.same(port(outTop), port(inTop), 'the port but its number byte for byte')
 })
 
 t.test('malformed protobuf on the path', async t => {

@@ -7,6 +7,7 @@ import type { FilterContext, ObjectFilter } from '../../filters/object-filter.ts
 import { ProtobufError } from '../../lib/codec/wire.ts'
 import { spansOf } from '../../filters/protobuf-edit.ts'
 import { decodeObject, encodeObject } from '../../lib/codec/typed.ts'
+import { decodeUnknown, splitList } from '../../lib/codec/protobuf.ts'
 
 export type Json = any // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -216,4 +217,32 @@ export function fuzzProtobuf(t: Test, filter: ObjectFilter, kind: string, buffer
   }
   t.same(problems.slice(0, 5), [], `${inputs.length} malformed protobuf inputs (${thrown} ProtobufError): nothing else thrown, no input mutated`)
   return inputs.length
+}
+
+/**
+ * A recorded protobuf list through a filter of one object, item by item: no input is mutated, every
+ * other item comes back as the same Buffer (and the same object from the JSON filter), and the
+ * target's protobuf result decodes to the JSON filter's result. Returns the target's bytes before
+ * and after, for the caller's byte-level checks.
+ */
+export function recordedListOfOne(t: Test, filter: ObjectFilter, list: Buffer, recorded: Json[], apiVersion: string, kind: string, target: string): { raw: Buffer; out: Buffer } {
+  const items = splitList(decodeUnknown(list).raw).items
+  t.equal(items.length, recorded.length)
+  let found: { raw: Buffer; out: Buffer } | undefined
+  items.forEach((raw, i) => {
+    const before = Buffer.from(raw)
+    const out = filter.protobuf(raw, kind, context())
+    const input = deepFreeze(clone(recorded[i]))
+    const json = filter.json(input, kind, context())
+    t.ok(raw.equals(before), 'input not mutated')
+    if (recorded[i].metadata.name !== target) {
+      t.equal(out, raw, `${recorded[i].metadata.name}: the same Buffer`)
+      t.equal(json, input, `${recorded[i].metadata.name}: the same object`)
+      return
+    }
+    t.same(decodeObject(out!, apiVersion, kind), json, 'protobuf result = JSON result')
+    found = { raw, out: out! }
+  })
+  if (!found) throw new Error(`${target} is not in the recorded list`)
+  return found
 }
