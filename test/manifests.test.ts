@@ -2,6 +2,7 @@
 // (no misspelled field: each object survives a round trip through client-node's typed models
 // unchanged), and they agree with the hub: every flag the static pod passes is one the hub's parser
 // knows, probes and kubeconfigs point at the ports those flags set, the paths are mounted.
+import { spawnSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -266,6 +267,17 @@ t.test('static pod: resources leave room for --cache-memory', async t => {
   const heapMiB = heap ? Number(heap[1]) : 0
   // cached bodies are Buffers outside V8's heap: both, plus Node's own baseline, must fit
   t.ok(limit >= cacheMiB + heapMiB + 64, `limit ${limit} MiB ≥ cache ${cacheMiB} + heap ${heapMiB} + 64 MiB for Node itself`)
+})
+
+t.test('static pod: Node starts with its NODE_OPTIONS and malloc settings', async t => {
+  // Node refuses to start on an option NODE_OPTIONS does not allow, and the pod would crash-loop
+  const runtime = Object.fromEntries([...envByName].filter(([name, e]) => (name === 'NODE_OPTIONS' || name.startsWith('MALLOC_')) && e.value !== undefined).map(([name, e]) => [name, e.value as string]))
+  t.match(runtime.NODE_OPTIONS, /--max-semi-space-size=\d+/, 'the young generation is bounded')
+  const run = spawnSync(process.execPath, ['-e', 'process.stdout.write(JSON.stringify(require("v8").getHeapStatistics().heap_size_limit))'], { encoding: 'utf8', env: { ...process.env, ...runtime } })
+  t.equal(run.status, 0, run.stderr)
+  const limitMiB = Number(run.stdout) / 2 ** 20
+  const oldMiB = Number(/--max-old-space-size=(\d+)/.exec(runtime.NODE_OPTIONS)?.[1])
+  t.ok(limitMiB >= oldMiB && limitMiB < oldMiB + 64, `V8 took the heap bound: ${limitMiB.toFixed(0)} MiB for --max-old-space-size=${oldMiB}`)
 })
 
 t.test('static pod: security context', async t => {

@@ -9,6 +9,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { request } from 'undici'
+import { parse } from 'yaml'
 import { hubNode } from './objects.ts'
 
 export const root = fileURLToPath(new URL('../..', import.meta.url))
@@ -17,6 +18,18 @@ const debug = Boolean(process.env.BENCH_DEBUG)
 const hubNodeArgs = (process.env.BENCH_HUB_NODE_ARGS ?? '').split(' ').filter(a => a !== '')
 /** extra hub flags for every hub the bench starts: BENCH_HUB_ARGS="--shared-watches=false" */
 export const hubExtraArgs = (process.env.BENCH_HUB_ARGS ?? '').split(' ').filter(a => a !== '')
+
+/**
+ * The runtime environment the static pod gives the hub (manifests/outpost-static-pod.yaml): V8's
+ * heap limits in NODE_OPTIONS and glibc's malloc tuning. The bench runs the build the way
+ * production does, so its memory rows are production's.
+ */
+export function productionRuntimeEnv(): Record<string, string> {
+  const pod = parse(readFileSync(path.join(root, 'manifests', 'outpost-static-pod.yaml'), 'utf8'))
+  const env: { name: string; value?: string }[] = pod.spec.containers.find((c: { name: string }) => c.name === 'outpost').env ?? []
+  return Object.fromEntries(env.filter(e => e.value !== undefined && (e.name === 'NODE_OPTIONS' || e.name.startsWith('MALLOC_'))).map(e => [e.name, e.value!]))
+}
+const runtimeEnv = productionRuntimeEnv()
 
 /** `npm run build` (into `outDir`, default dist/): the hub the bench runs is the production build. */
 export function buildHub(outDir = path.join(root, 'dist')): string {
@@ -182,7 +195,7 @@ export class HubProcess {
       ...(options.extraArgs ?? []),
     ]
     const spawnedAt = performance.now()
-    const child = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NODE_OPTIONS: '' } })
+    const child = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...runtimeEnv, NODE_OPTIONS: runtimeEnv.NODE_OPTIONS ?? '' } })
     const hub = new HubProcess(child, `http://127.0.0.1:${port}`, `http://127.0.0.1:${adminPort}`, cacheDir, spawnedAt)
     if (!options.noWait) await hub.waitListening()
     return hub

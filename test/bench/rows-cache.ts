@@ -1,7 +1,7 @@
 // Rows 5-7: the cache. The built hub's memory idle and loaded, its cold start offline from a full
 // disk cache, and a SIGKILL in the middle of a recorded burst: nothing a client was shown is lost.
 import type { Context } from './context.ts'
-import { HubProcess, sleep } from './processes.ts'
+import { HubProcess, productionRuntimeEnv, sleep } from './processes.ts'
 import { clientHeaders, openWatch, timedList, userAgents } from './load.ts'
 import type { Listed } from './load.ts'
 import { figureRow } from './report.ts'
@@ -43,9 +43,10 @@ export async function memoryRows(ctx: Context): Promise<Row[]> {
     await timedList(hub.url + podsPath, kubelet)
     await sleep(counts.settleMs)
     const loaded = hub.memory()
+    const runtime = Object.entries(productionRuntimeEnv()).map(([name, value]) => `${name}=${value}`).join(' ')
     rows.push(
       figureRow(
-        { id: 'rss.idle', name: 'RSS of the built hub, idle (started, nothing cached)', unit: 'MiB', baselineLabel: 'target', note: `VmRSS ${counts.settleMs} ms after start; VmHWM ${idle.hwm.toFixed(1)} MiB` },
+        { id: 'rss.idle', name: 'RSS of the built hub, idle (started, nothing cached)', unit: 'MiB', baselineLabel: 'target', note: `VmRSS ${counts.settleMs} ms after start; VmHWM ${idle.hwm.toFixed(1)} MiB; run as the static pod runs it: ${runtime}` },
         targets.idleMiB, idle.rss, 'lower', `≤ ${targets.idleMiB} MiB`, idle.rss <= targets.idleMiB,
       ),
       figureRow(
