@@ -14,7 +14,7 @@ import type { FileHandle } from 'node:fs/promises'
 import { crc32 } from 'node:zlib'
 import path from 'node:path'
 import type { Logger } from 'pino'
-import { parseResourceDir, resourceDirName } from './types.ts'
+import { objectKey, parseResourceDir, resourceDirName } from './types.ts'
 import type { CachedObject, ResourceKey } from './types.ts'
 
 export interface DiskEntry {
@@ -145,9 +145,6 @@ class CollectionFiles {
   }
 }
 
-function objectKey(namespace: string, name: string): string {
-  return `${namespace}/${name}`
-}
 
 export class DiskCache {
   readonly stats = { writes: 0, removes: 0, bytesWritten: 0, errors: 0, appends: 0, syncs: 0, compactions: 0 }

@@ -5,7 +5,7 @@
 // kept in memory, counted, and tried again until it lands, so memory and disk tell one story.
 import type { Logger } from 'pino'
 import type { CachedObject, ResourceKey } from './types.ts'
-import { resourceDirName } from './types.ts'
+import { objectKey, resourceDirName } from './types.ts'
 import type { CollectionMeta, DiskCache, LoadReport } from './disk.ts'
 import { fieldValue } from '../api/selectors.ts'
 import { objectMeta } from '../codec/protobuf.ts'
@@ -105,9 +105,6 @@ function isNewer(incoming: string, current: string): boolean {
   return a === 0n || b === 0n || a >= b
 }
 
-function objectKey(namespace: string, name: string): string {
-  return `${namespace}/${name}`
-}
 
 function labelsOf(object: CachedObject): Record<string, string> {
   if (object.labels) return object.labels
@@ -161,8 +158,9 @@ export class CacheStore {
     this.retryDelay = options.retryMs ?? 1_000
   }
 
+  /** flat, as objectKey: the LRU keeps one per body */
   private static bodyKey(key: ResourceKey, namespace: string, name: string): string {
-    return `${CacheStore.collectionId(key)}\0${namespace}/${name}`
+    return [CacheStore.collectionId(key), namespace, name].join('\0')
   }
 
   /** Objects whose latest state is not on disk yet (failed writes being retried). */

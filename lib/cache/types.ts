@@ -60,3 +60,12 @@ export function parseResourceDir(dir: string): Pick<ResourceKey, 'group' | 'vers
 
 /** Cluster-scoped objects live under this namespace directory (no namespace name can start with '_'). */
 export const clusterScopeDir = '_cluster'
+
+/**
+ * `namespace/name`, the key of an object in the cache's maps. Built by join, which makes a flat
+ * string: a template literal makes a tree of concatenations that a Map key keeps alive as it is,
+ * and with three maps of every cached object that was about 5 MiB of 15,000 objects' keys.
+ */
+export function objectKey(namespace: string, name: string): string {
+  return [namespace, name].join('/')
+}
