@@ -13,8 +13,11 @@ const hopByHop = new Set([
   'upgrade',
 ])
 
+const noTokens = new Set<string>()
+
 function connectionTokens(value: string | string[] | undefined): Set<string> {
-  const joined = Array.isArray(value) ? value.join(',') : (value ?? '')
+  if (value === undefined) return noTokens // the common case, on every proxied request and answer
+  const joined = Array.isArray(value) ? value.join(',') : value
   return new Set(joined.split(',').map(t => t.trim().toLowerCase()).filter(Boolean))
 }
 
@@ -24,7 +27,8 @@ function withoutHopByHop(
 ): Record<string, string | string[]> {
   const listed = connectionTokens(headers.connection as string | string[] | undefined)
   const out: Record<string, string | string[]> = {}
-  for (const [name, value] of Object.entries(headers)) {
+  for (const name in headers) {
+    const value = headers[name]
     if (value === undefined) continue
     const lower = name.toLowerCase()
     if (hopByHop.has(lower) || listed.has(lower) || alsoDrop.has(lower)) continue
@@ -35,12 +39,11 @@ function withoutHopByHop(
 
 // host is the upstream's; the body is re-sent whole so its length is recomputed; undici refuses expect.
 const requestOnly = new Set(['host', 'content-length', 'expect'])
-const none = new Set<string>()
 
 export function upstreamRequestHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
   return withoutHopByHop(headers, requestOnly)
 }
 
 export function clientResponseHeaders(headers: Record<string, string | string[] | undefined>): OutgoingHttpHeaders {
-  return withoutHopByHop(headers, none)
+  return withoutHopByHop(headers, noTokens)
 }

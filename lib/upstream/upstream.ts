@@ -52,6 +52,8 @@ export interface UpstreamOptions {
 
 interface ServerState {
   url: URL
+  /** the URL's path without its trailing slash, put before every request's path */
+  basePath: string
   /**
    * Requests that carry the client's own Authorization go over a pool without the node's client
    * certificate: the apiserver authenticates x509 before bearer tokens, so presenting both would
@@ -120,6 +122,7 @@ export class Upstream {
     this.requestTimeoutMs = options.requestTimeoutMs ?? 300_000
     this.states = options.servers.map(url => ({
       url,
+      basePath: url.pathname.replace(/\/$/, ''),
       nodePool: this.createPool(url, true),
       clientPool: this.createPool(url, false),
       failedUntil: 0,
@@ -165,6 +168,7 @@ export class Upstream {
 
   /** Servers in the order to try them now: healthy ones in configured order, recently failed ones last. */
   orderedServers(): ServerState[] {
+    if (this.states.length === 1) return this.states
     const now = Date.now()
     return [...this.states].sort((a, b) => Number(a.failedUntil > now) - Number(b.failedUntil > now))
   }
@@ -206,10 +210,9 @@ export class Upstream {
     const causes: { server: string; error: string }[] = []
     for (const state of this.orderedServers()) {
       const pool = ownCredentials ? state.clientPool : state.nodePool
-      const basePath = state.url.pathname.replace(/\/$/, '')
       const options: Dispatcher.RequestOptions = {
         method: req.method as Dispatcher.HttpMethod,
-        path: basePath + req.path,
+        path: state.basePath + req.path,
         headers,
         body: req.body,
         signal: req.signal,
@@ -257,7 +260,7 @@ export class Upstream {
     const state = this.states.find(s => s.url === server)
     if (!state) return false
     // reset: the probe's connection closes after it, so probing never holds sockets open
-    const res = await state.nodePool.request({ method: 'GET', path: `${state.url.pathname.replace(/\/$/, '')}/readyz`, headers: { 'user-agent': hubUserAgent }, signal, reset: true })
+    const res = await state.nodePool.request({ method: 'GET', path: `${state.basePath}/readyz`, headers: { 'user-agent': hubUserAgent }, signal, reset: true })
     await res.body.dump()
     return res.statusCode === 200
   }
