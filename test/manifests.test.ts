@@ -11,6 +11,7 @@ import { parse, parseAllDocuments } from 'yaml'
 import { KubeConfig } from '@kubernetes/client-node'
 import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js'
 import { flags, parseFlags } from '../cmd/flags.ts'
+import { productionRuntimeEnv } from './bench/runtime-env.ts'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 const manifestsDir = path.join(root, 'manifests')
@@ -271,7 +272,7 @@ t.test('static pod: resources leave room for --cache-memory', async t => {
 
 t.test('static pod: Node starts with its NODE_OPTIONS and malloc settings', async t => {
   // Node refuses to start on an option NODE_OPTIONS does not allow, and the pod would crash-loop
-  const runtime = Object.fromEntries([...envByName].filter(([name, e]) => (name === 'NODE_OPTIONS' || name.startsWith('MALLOC_')) && e.value !== undefined).map(([name, e]) => [name, e.value as string]))
+  const runtime = productionRuntimeEnv() // what the bench runs the hub with, too
   t.match(runtime.NODE_OPTIONS, /--max-semi-space-size=\d+/, 'the young generation is bounded')
   const run = spawnSync(process.execPath, ['-e', 'process.stdout.write(JSON.stringify(require("v8").getHeapStatistics().heap_size_limit))'], { encoding: 'utf8', env: { ...process.env, ...runtime } })
   t.equal(run.status, 0, run.stderr)

@@ -145,7 +145,6 @@ class CollectionFiles {
   }
 }
 
-
 export class DiskCache {
   readonly stats = { writes: 0, removes: 0, bytesWritten: 0, errors: 0, appends: 0, syncs: 0, compactions: 0 }
   private readonly collections = new Map<string, CollectionFiles>()

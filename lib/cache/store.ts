@@ -105,7 +105,6 @@ function isNewer(incoming: string, current: string): boolean {
   return a === 0n || b === 0n || a >= b
 }
 
-
 function labelsOf(object: CachedObject): Record<string, string> {
   if (object.labels) return object.labels
   if (object.format === 'protobuf') return objectMeta(object.body).labels

@@ -13,17 +13,17 @@ const hopByHop = new Set([
   'upgrade',
 ])
 
-const noTokens = new Set<string>()
+const empty: ReadonlySet<string> = new Set<string>()
 
-function connectionTokens(value: string | string[] | undefined): Set<string> {
-  if (value === undefined) return noTokens // the common case, on every proxied request and answer
+function connectionTokens(value: string | string[] | undefined): ReadonlySet<string> {
+  if (value === undefined) return empty // the common case, on every proxied request and answer
   const joined = Array.isArray(value) ? value.join(',') : value
   return new Set(joined.split(',').map(t => t.trim().toLowerCase()).filter(Boolean))
 }
 
 function withoutHopByHop(
   headers: Record<string, string | string[] | number | undefined>,
-  alsoDrop: Set<string>,
+  alsoDrop: ReadonlySet<string>,
 ): Record<string, string | string[]> {
   const listed = connectionTokens(headers.connection as string | string[] | undefined)
   const out: Record<string, string | string[]> = {}
@@ -45,5 +45,5 @@ export function upstreamRequestHeaders(headers: IncomingHttpHeaders): Record<str
 }
 
 export function clientResponseHeaders(headers: Record<string, string | string[] | undefined>): OutgoingHttpHeaders {
-  return withoutHopByHop(headers, noTokens)
+  return withoutHopByHop(headers, empty)
 }

@@ -9,8 +9,8 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { request } from 'undici'
-import { parse } from 'yaml'
 import { hubNode } from './objects.ts'
+import { productionRuntimeEnv } from './runtime-env.ts'
 
 export const root = fileURLToPath(new URL('../..', import.meta.url))
 const debug = Boolean(process.env.BENCH_DEBUG)
@@ -19,16 +19,7 @@ const hubNodeArgs = (process.env.BENCH_HUB_NODE_ARGS ?? '').split(' ').filter(a 
 /** extra hub flags for every hub the bench starts: BENCH_HUB_ARGS="--shared-watches=false" */
 export const hubExtraArgs = (process.env.BENCH_HUB_ARGS ?? '').split(' ').filter(a => a !== '')
 
-/**
- * The runtime environment the static pod gives the hub (manifests/outpost-static-pod.yaml): V8's
- * heap limits in NODE_OPTIONS and glibc's malloc tuning. The bench runs the build the way
- * production does, so its memory rows are production's.
- */
-export function productionRuntimeEnv(): Record<string, string> {
-  const pod = parse(readFileSync(path.join(root, 'manifests', 'outpost-static-pod.yaml'), 'utf8'))
-  const env: { name: string; value?: string }[] = pod.spec.containers.find((c: { name: string }) => c.name === 'outpost').env ?? []
-  return Object.fromEntries(env.filter(e => e.value !== undefined && (e.name === 'NODE_OPTIONS' || e.name.startsWith('MALLOC_'))).map(e => [e.name, e.value!]))
-}
+/** the static pod's NODE_OPTIONS and malloc settings, for every hub the bench starts */
 const runtimeEnv = productionRuntimeEnv()
 
 /** `npm run build` (into `outDir`, default dist/): the hub the bench runs is the production build. */

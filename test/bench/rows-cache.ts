@@ -1,7 +1,8 @@
 // Rows 5-7: the cache. The built hub's memory idle and loaded, its cold start offline from a full
 // disk cache, and a SIGKILL in the middle of a recorded burst: nothing a client was shown is lost.
 import type { Context } from './context.ts'
-import { HubProcess, productionRuntimeEnv, sleep } from './processes.ts'
+import { HubProcess, sleep } from './processes.ts'
+import { productionRuntimeEnv } from './runtime-env.ts'
 import { clientHeaders, openWatch, timedList, userAgents } from './load.ts'
 import type { Listed } from './load.ts'
 import { figureRow } from './report.ts'
