@@ -332,11 +332,17 @@ export class CacheStore {
    * none, and must not make kubelet's offline `spec.nodeName=` list forget its pod.
    */
   async put(key: ResourceKey, object: CachedObject, via?: ParsedScope): Promise<void> {
-    return this.write(key, object, via, false)
+    const change = this.index(key, object, via, false)
+    if (change instanceof Promise) return change
+    if (change) await this.saveAll(key, [change])
   }
 
-  /** `authoritative`: a whole list's item, which replaces even a "newer" version. */
-  private async write(key: ResourceKey, object: CachedObject, via: ParsedScope | undefined, authoritative: boolean): Promise<void> {
+  /**
+   * The index's part of a write, done at once: the object to save, a membership update under way
+   * (a newer or equal version is held), or undefined when the cache already holds exactly this.
+   * `authoritative`: a whole list's item, which replaces even a "newer" version.
+   */
+  private index(key: ResourceKey, object: CachedObject, via: ParsedScope | undefined, authoritative: boolean): CachedObject | Promise<void> | undefined {
     const collection = this.collection(key)
     collection.kind ||= object.kind
     collection.apiVersion ||= object.apiVersion
@@ -348,18 +354,15 @@ export class CacheStore {
       if (!authoritative && !isNewer(object.resourceVersion, current.meta.resourceVersion)) return this.updateMembership(key, current, scopes, fields)
       if (current.meta.resourceVersion === object.resourceVersion && same(current.meta.scopes, scopes) && sameFields(current.meta.fields, fields)) {
         const body = this.bodies.get(CacheStore.bodyKey(key, object.namespace, object.name))
-        if (body?.equals(object.body)) return // what the cache already holds costs no write
+        if (body?.equals(object.body)) return undefined // what the cache already holds costs no write
       }
     }
-    const labels = labelsOf(object)
     // labels go to disk with the object, so a cold start need not parse bodies for them
-    const stored: CachedObject = { ...object, scopes, fields, labels }
-    if (!fields) delete stored.fields
-    if (!scopes) delete stored.scopes
-    collection.entries.set(id, { meta: stripBody(stored), labels, size: stored.body.length })
+    const stored = withIndex(object, scopes, fields, labelsOf(object))
+    collection.entries.set(id, { meta: stripBody(stored), labels: stored.labels!, size: stored.body.length })
     collection.lastUpdate = Date.now()
     collection.origin = 'cloud'
-    await this.save(key, stored)
+    return stored
   }
 
   /** A newer or equal version is held: only what it belongs to may change. */
@@ -421,7 +424,13 @@ export class CacheStore {
     }
     // A whole list is the apiserver's word on its scope: it replaces even a "newer" cached version
     // (a cluster restored from backup counts from a lower resourceVersion again).
-    for (const object of items) writes.push(this.write(key, object, scope, true))
+    const changed: CachedObject[] = []
+    for (const object of items) {
+      const change = this.index(key, object, scope, true)
+      if (change instanceof Promise) writes.push(change)
+      else if (change) changed.push(change)
+    }
+    writes.push(this.saveAll(key, changed))
     collection.listed.set(scope.id, { scope, resourceVersion: list.resourceVersion })
     collection.origin = 'cloud'
     collection.lastUpdate = Date.now()
@@ -429,25 +438,51 @@ export class CacheStore {
     await Promise.all(writes)
   }
 
+  /** Writes one object, or its removal when `object` is undefined. */
+  private save(key: ResourceKey, object: CachedObject | undefined, namespace = object!.namespace, name = object!.name): Promise<void> {
+    if (object) return this.saveAll(key, [object])
+    if (!this.disk) return Promise.resolve()
+    return this.disk.remove(key, namespace, name).then(
+      () => this.landed(key, [{ namespace, name, body: undefined }]),
+      error => this.failed(key, [{ namespace, name, body: undefined }], error),
+    )
+  }
+
   /**
-   * Writes (or removes) one object on disk. A failure is logged and counted, the body stays pinned
-   * in memory, and the write is tried again later with whatever memory holds then.
+   * Writes objects to disk, all in one journal append. A failure is logged and counted, the bodies
+   * stay pinned in memory, and the writes are tried again later with whatever memory holds then.
    */
-  private async save(key: ResourceKey, object: CachedObject | undefined, namespace = object!.namespace, name = object!.name): Promise<void> {
-    const id = CacheStore.bodyKey(key, namespace, name)
-    if (object) this.bodies.set(id, object.body)
-    if (!this.disk) return
+  private async saveAll(key: ResourceKey, objects: CachedObject[]): Promise<void> {
+    for (const object of objects) this.bodies.set(CacheStore.bodyKey(key, object.namespace, object.name), object.body)
+    if (!this.disk || objects.length === 0) return
     try {
-      await (object ? this.disk.put(key, object) : this.disk.remove(key, namespace, name))
-      // landed, and it is what memory holds now: nothing left to catch up on
-      const current = this.find(key)?.entries.get(objectKey(namespace, name))
-      if (object ? current !== undefined && this.currentBody(id) === object.body : current === undefined) this.unsaved.delete(id)
+      await this.disk.putAll(key, objects)
+      this.landed(key, objects)
     } catch (error) {
-      this.stats.writeFailures++
-      if (!this.unsaved.has(id)) this.log.error({ component: key.component, resource: resourceDirName(key), object: objectKey(namespace, name), err: (error as Error).message }, 'cache: write failed; kept in memory and retried')
-      this.unsaved.set(id, { key, namespace, name, body: object?.body ?? this.unsaved.get(id)?.body })
-      this.scheduleRetry()
+      this.failed(key, objects, error)
     }
+  }
+
+  /** Written: what memory holds now has nothing left to catch up on. */
+  private landed(key: ResourceKey, written: readonly { namespace: string; name: string; body: Buffer | undefined }[]): void {
+    if (this.unsaved.size === 0) return
+    const collection = this.find(key)
+    for (const { namespace, name, body } of written) {
+      const id = CacheStore.bodyKey(key, namespace, name)
+      const current = collection?.entries.get(objectKey(namespace, name))
+      if (body ? current !== undefined && this.currentBody(id) === body : current === undefined) this.unsaved.delete(id)
+    }
+  }
+
+  private failed(key: ResourceKey, objects: readonly { namespace: string; name: string; body: Buffer | undefined }[], error: unknown): void {
+    this.stats.writeFailures += objects.length
+    const first = objects.find(o => !this.unsaved.has(CacheStore.bodyKey(key, o.namespace, o.name)))
+    if (first) this.log.error({ component: key.component, resource: resourceDirName(key), object: objectKey(first.namespace, first.name), objects: objects.length, err: (error as Error).message }, 'cache: write failed; kept in memory and retried')
+    for (const { namespace, name, body } of objects) {
+      const id = CacheStore.bodyKey(key, namespace, name)
+      this.unsaved.set(id, { key, namespace, name, body: body ?? this.unsaved.get(id)?.body })
+    }
+    this.scheduleRetry()
   }
 
   private currentBody(id: string): Buffer | undefined {
@@ -491,9 +526,20 @@ export class LostObjectError extends Error {
   }
 }
 
+/** What the index keeps: the object without its body and labels (built field by field: a rest spread is slow, and this runs per list item). */
 function stripBody(object: CachedObject): StoredMeta {
-  const { body: _body, labels: _labels, ...meta } = object
+  const meta: StoredMeta = { apiVersion: object.apiVersion, kind: object.kind, namespace: object.namespace, name: object.name, resourceVersion: object.resourceVersion, format: object.format }
+  if (object.fields) meta.fields = object.fields
+  if (object.scopes) meta.scopes = object.scopes
   return meta
+}
+
+/** The object as it is stored: with the scopes and field values it is known by, and its labels. */
+function withIndex(object: CachedObject, scopes: readonly string[] | undefined, fields: Record<string, string> | undefined, labels: Record<string, string>): CachedObject {
+  const stored: CachedObject = { apiVersion: object.apiVersion, kind: object.kind, namespace: object.namespace, name: object.name, resourceVersion: object.resourceVersion, format: object.format, body: object.body, labels }
+  if (fields) stored.fields = fields
+  if (scopes) stored.scopes = scopes
+  return stored
 }
 
 function indexed(entry: Entry) {

@@ -73,6 +73,8 @@ export class WatchCache implements ReflectorSink {
   private readonly idle: (() => void)[] = []
   /** the newest version received (its event may still be in flight) */
   private applied = 0n
+  /** the first list's disk write (events and relists are applied only once written) */
+  private writing: Promise<void> = Promise.resolve()
 
   /** field values the scope's selector vouches for (kubelet's spec.nodeName), stored with each object */
   private readonly fields: Record<string, string> | undefined
@@ -125,19 +127,36 @@ export class WatchCache implements ReflectorSink {
       if (!first) this.stats.relists++
       const events = first ? [] : this.difference(items, listVersion)
       for (const object of items) this.learnKind(object)
-      await this.options.store?.replaceScope(this.options.storeKey, this.options.scope, { items, kind: this.kind, apiVersion: this.apiVersion, resourceVersion })
-      this.objects.clear()
-      for (const object of items) this.objects.set(idOf(object), object)
-      if (listVersion > this.applied) this.applied = listVersion
+      // indexed and queued for the journal at once; the write itself is under way after this
+      const written = this.options.store?.replaceScope(this.options.storeKey, this.options.scope, { items, kind: this.kind, apiVersion: this.apiVersion, resourceVersion }) ?? Promise.resolve()
       if (first) {
+        // nobody has been shown anything yet: answers are built while the write is under way, and
+        // sent once it is done (written())
+        this.writing = written
+        this.setObjects(items)
+        if (listVersion > this.applied) this.applied = listVersion
         this.resourceVersion = listVersion
         this.oldest = listVersion
         this.markSynced()
+        await written
         return
       }
+      await written
+      this.setObjects(items)
+      if (listVersion > this.applied) this.applied = listVersion
       for (const event of events) this.dispatch(event)
       if (listVersion > this.resourceVersion) this.resourceVersion = listVersion
     })
+  }
+
+  private setObjects(items: CachedObject[]): void {
+    this.objects.clear()
+    for (const object of items) this.objects.set(idOf(object), object)
+  }
+
+  /** Resolves once what the cache holds is on disk: nothing is sent to a client before (it must survive a SIGKILL). */
+  written(): Promise<void> {
+    return this.writing
   }
 
   /**

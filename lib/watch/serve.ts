@@ -95,10 +95,13 @@ export async function serveFromCache(info: RequestInfo, req: IncomingMessage, re
     if (page.continue) meta.continue = page.continue
     if (page.remainingItemCount !== undefined) meta.remainingItemCount = page.remainingItemCount
     const body = listBody(cache.format, cache.kind || kindOf(info), cache.apiVersion || apiVersionOf(info), page, meta, options.filter)
+    await cache.written()
     res.writeHead(200, { 'content-type': contentTypeOf(cache.format), 'content-length': body.length, 'cache-control': 'no-cache, private', ...offlineHeaders(online, cache) })
     res.end(body)
     return true
   }
+  await cache.written()
+  if (res.destroyed) return true // the client went away meanwhile
   for (const [name, value] of Object.entries(offlineHeaders(online, cache))) res.setHeader(name, value)
   const watcher = new CacheWatcher(cache, res, {
     filter: options.filter,
