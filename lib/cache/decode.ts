@@ -62,7 +62,7 @@ function stringMember(buf: Buffer, members: Map<string, Range>, name: string): s
 
 function fromProtobufRaw(raw: Buffer, kind: string, apiVersion: string): CachedObject {
   const meta = objectMeta(raw)
-  return { apiVersion, kind, namespace: meta.namespace, name: meta.name, resourceVersion: meta.resourceVersion, format: 'protobuf', body: raw }
+  return { apiVersion, kind, namespace: meta.namespace, name: meta.name, resourceVersion: meta.resourceVersion, format: 'protobuf', body: raw, labels: meta.labels }
 }
 
 export function decodeObject(format: WireFormat, body: Buffer): CachedObject {

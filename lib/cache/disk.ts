@@ -256,6 +256,22 @@ export class DiskCache {
     return this.append(files, [encodeRecord({ t: 'm', ...meta })])
   }
 
+  /**
+   * Opens a collection's journal ahead of its first write (a watch cache about to list), in the
+   * order of writes: a first list's write then goes out at once, while its answer is being built.
+   */
+  prepare(key: ResourceKey): void {
+    let files: CollectionFiles
+    try {
+      files = this.files(key)
+    } catch {
+      return // its writes will say why
+    }
+    this.writing = this.writing.then(async () => {
+      if (!files.journal) await this.openJournal(files).catch(error => this.log.warn({ err: errorMessage(error), dir: files.dir }, 'disk cache: journal not opened ahead; the first write tries again'))
+    })
+  }
+
   /** The body as the latest write left it (waiting, or in a file); undefined when removed or never written. */
   async readBody(key: ResourceKey, namespace: string, name: string): Promise<Buffer | undefined> {
     const files = this.files(key)
@@ -326,7 +342,11 @@ export class DiskCache {
     for (const record of records) files.pending.push(record)
     return new Promise((resolve, reject) => {
       files.waiters.push({ resolve, reject })
-      if (!this.writeScheduled) {
+      if (records.length > 1) {
+        // a batch (a list's items) is grouped already: it goes out now, not after whatever else
+        // this turn of the event loop does (a list's answer is built while it is written)
+        this.writing = this.writing.then(() => this.writeAll())
+      } else if (!this.writeScheduled) {
         this.writeScheduled = true
         // everything appended in this turn of the event loop goes out in one write per journal
         setImmediate(() => {

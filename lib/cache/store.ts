@@ -508,6 +508,11 @@ export class CacheStore {
     if (this.unsaved.size > 0) this.scheduleRetry()
   }
 
+  /** Readies the disk for a collection about to be written (a watch cache's first list). */
+  prepare(key: ResourceKey): void {
+    this.disk?.prepare(key)
+  }
+
   async flush(): Promise<void> {
     await this.disk?.flush()
   }

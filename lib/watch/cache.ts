@@ -82,6 +82,7 @@ export class WatchCache implements ReflectorSink {
   constructor(readonly options: WatchCacheOptions) {
     this.windowSize = options.windowSize ?? 4096
     this.fields = vouchedFields(options.scope)
+    options.store?.prepare(options.storeKey)
   }
 
   private vouched(object: CachedObject): CachedObject {
