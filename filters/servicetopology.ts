@@ -4,7 +4,7 @@
 // it is the input itself.
 
 import { decideTopology, hostnameKey, zoneLabel, type EndpointPlace, type TopologyContext } from './topology.ts'
-import { eachElement, eachMember, skipValue, spliceArray, stringAt } from '../lib/codec/json-scan.ts'
+import { eachElement, eachMember, internedStringAt, skipValue, spliceArray, stringAt } from '../lib/codec/json-scan.ts'
 import type { Range } from '../lib/codec/json-scan.ts'
 
 export interface ServiceTopologyInput {
@@ -196,7 +196,36 @@ const visitPlace = (which: number, start: number): number =>
 /** The non-empty string recorded in `slot`, if any. */
 function stringIn(buf: Buffer, slot: number): string | undefined {
   const start = spans[2 * slot]
-  return start === -1 ? undefined : nonEmpty(stringAt(buf, { start, end: spans[2 * slot + 1] }))
+  return start === -1 ? undefined : nonEmpty(internedStringAt(buf, { start, end: spans[2 * slot + 1] }))
+}
+
+const refMembers = ['name', 'namespace', 'labels']
+const serviceLabelMember = [serviceNameLabel]
+
+/**
+ * The part of the metadata at `start` that names the Service (what serviceRef reads: name,
+ * namespace, the service-name label), without parsing the rest. Values that are not strings read
+ * as undefined, and a repeated member's last value counts, as JSON.parse would have it.
+ */
+function refMetadataAt(raw: Buffer, start: number): { name?: string; namespace?: string; labels?: Record<string, string> } {
+  const meta: { name?: string; namespace?: string; labels?: Record<string, string> } = {}
+  eachMember(raw, refMembers, (which, at) => {
+    const end = skipValue(raw, at)
+    if (which === 0) meta.name = stringAt(raw, { start: at, end })
+    else if (which === 1) meta.namespace = stringAt(raw, { start: at, end })
+    else if (raw[at] !== 0x7b) meta.labels = undefined
+    else {
+      const labels: Record<string, string> = {}
+      eachMember(raw, serviceLabelMember, (_, valueAt) => {
+        const valueEnd = skipValue(raw, valueAt)
+        labels[serviceNameLabel] = stringAt(raw, { start: valueAt, end: valueEnd }) as string
+        return valueEnd
+      }, at)
+      meta.labels = labels
+    }
+    return end
+  }, start)
+  return meta
 }
 
 /** slicePlace over an endpoint's bytes at `start`; returns where it ends. */
@@ -236,7 +265,7 @@ export function filterSliceJsonBytes(raw: Buffer, input: ServiceTopologyInput, k
     const end = which === 3 ? -1 : skipValue(raw, at)
     if (which === 0) own.kind = { start: at, end }
     else if (which === 1) own.apiVersion = { start: at, end }
-    else if (which === 2) metadata = raw[at] === 0x7b ? JSON.parse(raw.toString('utf8', at, end)) : undefined
+    else if (which === 2) metadata = raw[at] === 0x7b ? refMetadataAt(raw, at) : undefined
     else {
       elements.length = 0
       places.length = 0

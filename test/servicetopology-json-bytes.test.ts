@@ -93,6 +93,10 @@ t.test('shapes the apiserver does not write: decided as the decoded filter decid
     ['nodeName empty, hostname in topology', { ...base, endpoints: base.endpoints.map((e: Json) => ({ ...e, nodeName: '', topology: { 'kubernetes.io/hostname': e.nodeName } })) }],
     ['metadata null', { ...base, metadata: null }],
     ['no service-name label', { ...base, metadata: { ...base.metadata, labels: {} } }],
+    ['service-name label not a string', { ...base, metadata: { ...base.metadata, labels: { 'kubernetes.io/service-name': 5 } } }],
+    ['labels not an object', { ...base, metadata: { ...base.metadata, labels: 'x' } }],
+    ['namespace not a string', { ...base, metadata: { ...base.metadata, namespace: 7 } }],
+    ['node names not ASCII, and one like another', { ...base, endpoints: base.endpoints.map((e: Json, i: number) => ({ ...e, nodeName: i % 2 ? 'kïnd-worker2' : 'kind-wrker22' })) }],
     ['kind not a string', { ...base, kind: 3 }],
     ['apiVersion not a string', { ...base, kind: 'EndpointSlice', apiVersion: null }],
     ['another kind', { ...base, kind: 'ConfigMap', apiVersion: 'v1' }],
@@ -109,6 +113,15 @@ t.test('shapes the apiserver does not write: decided as the decoded filter decid
   const text = JSON.stringify(base)
   const escaped = Buffer.from(text.replaceAll('"nodeName"', '"node\\u004eame"'))
   t.same(JSON.parse(String(filterSliceJsonBytes(escaped, input, 'EndpointSlice'))), filterEndpointsObject(JSON.parse(escaped.toString()), input, 'EndpointSlice').object, 'escaped member names')
+  const label = text.match(/"kubernetes.io\/service-name":"[^"]*"/)![0]
+  for (const [what, changed] of [
+    ['an escaped label name', text.replace(label, label.replace('io/', 'io\\/'))],
+    ['a repeated service-name label: the last', text.replace(label, `${label},"kubernetes.io/service-name":null`)],
+  ]) {
+    const raw = Buffer.from(changed)
+    const expected = filterEndpointsObject(JSON.parse(changed), input, 'EndpointSlice')
+    t.same(JSON.parse(String(filterSliceJsonBytes(raw, input, 'EndpointSlice'))), expected.changed ? expected.object : JSON.parse(changed), `${what} (${expected.changed ? 'filtered' : 'as it is'})`)
+  }
   const repeated = Buffer.from(text.replace('"endpoints":', '"endpoints":[],"endpoints":'))
   t.same(JSON.parse(String(filterSliceJsonBytes(repeated, input, 'EndpointSlice'))), filterEndpointsObject(JSON.parse(repeated.toString()), input, 'EndpointSlice').object, 'a repeated member: the last')
 })

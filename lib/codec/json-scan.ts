@@ -198,6 +198,39 @@ export function stringAt(buf: Buffer, range: Range | undefined): string | undefi
   return buf.toString(ascii ? 'latin1' : 'utf8', range.start + 1, range.end - 1)
 }
 
+/** ASCII strings read by internedStringAt, by a hash of their bytes */
+const interned = new Map<number, string>()
+const maxInterned = 10_000
+
+/**
+ * stringAt for values that repeat across many objects (node names and zones of a cluster's
+ * endpoints): a plain ASCII string seen before is found by a hash of its bytes, not decoded again.
+ * A hash collision is checked for and decoded as stringAt would.
+ */
+export function internedStringAt(buf: Buffer, range: Range | undefined): string | undefined {
+  if (!range || buf[range.start] !== QUOTE) return undefined
+  const start = range.start + 1
+  const end = range.end - 1
+  let hash = 0x811c9dc5
+  for (let i = start; i < end; i++) {
+    const c = buf[i]
+    if (c === BACKSLASH || c > 0x7f) return stringAt(buf, range)
+    hash = Math.imul(hash ^ c, 0x01000193)
+  }
+  const known = interned.get(hash)
+  if (known !== undefined && known.length === end - start) {
+    let i = 0
+    while (i < known.length && known.charCodeAt(i) === buf[start + i]) i++
+    if (i === known.length) return known
+  }
+  const value = buf.toString('latin1', start, end)
+  if (known === undefined) {
+    if (interned.size >= maxInterned) interned.clear()
+    interned.set(hash, value)
+  }
+  return value
+}
+
 /** Whether the value at `range` is an object ({…}). */
 export const isObjectAt = (buf: Buffer, range: Range | undefined): range is Range => range !== undefined && buf[range.start] === OPEN_BRACE
 
