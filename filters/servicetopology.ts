@@ -207,18 +207,18 @@ const serviceLabelMember = [serviceNameLabel]
  * namespace, the service-name label), without parsing the rest. Values that are not strings read
  * as undefined, and a repeated member's last value counts, as JSON.parse would have it.
  */
-function refMetadataAt(raw: Buffer, start: number): { name?: string; namespace?: string; labels?: Record<string, string> } {
-  const meta: { name?: string; namespace?: string; labels?: Record<string, string> } = {}
+function refMetadataAt(raw: Buffer, start: number): { name?: string; namespace?: string; labels?: Record<string, string | undefined> } {
+  const meta: { name?: string; namespace?: string; labels?: Record<string, string | undefined> } = {}
   eachMember(raw, refMembers, (which, at) => {
     const end = skipValue(raw, at)
     if (which === 0) meta.name = stringAt(raw, { start: at, end })
     else if (which === 1) meta.namespace = stringAt(raw, { start: at, end })
     else if (raw[at] !== 0x7b) meta.labels = undefined
     else {
-      const labels: Record<string, string> = {}
+      const labels: Record<string, string | undefined> = {}
       eachMember(raw, serviceLabelMember, (_, valueAt) => {
         const valueEnd = skipValue(raw, valueAt)
-        labels[serviceNameLabel] = stringAt(raw, { start: valueAt, end: valueEnd }) as string
+        labels[serviceNameLabel] = stringAt(raw, { start: valueAt, end: valueEnd })
         return valueEnd
       }, at)
       meta.labels = labels

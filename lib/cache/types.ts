@@ -40,7 +40,7 @@ export interface CachedObject {
    * it. Absent for objects only fetched by name, or cached before scopes were kept.
    */
   scopes?: readonly string[]
-  /** metadata.labels, when the decoder has read them already (saves the index a parse); never stored */
+  /** metadata.labels: from the decoder, which has read them already (saves the index a parse); written in the record's header, so a cold start need not parse bodies */
   labels?: Record<string, string>
 }
 

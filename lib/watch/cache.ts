@@ -130,29 +130,23 @@ export class WatchCache implements ReflectorSink {
       for (const object of items) this.learnKind(object)
       // indexed and queued for the journal at once; the write itself is under way after this
       const written = this.options.store?.replaceScope(this.options.storeKey, this.options.scope, { items, kind: this.kind, apiVersion: this.apiVersion, resourceVersion }) ?? Promise.resolve()
+      // nobody has been shown anything of a first list yet: it is taken now, and answers built from
+      // it while the write is under way are sent once it is done (written()); a relist waits
+      if (!first) await written
+      this.objects.clear()
+      for (const object of items) this.objects.set(idOf(object), object)
+      if (listVersion > this.applied) this.applied = listVersion
       if (first) {
-        // nobody has been shown anything yet: answers are built while the write is under way, and
-        // sent once it is done (written())
         this.writing = written
-        this.setObjects(items)
-        if (listVersion > this.applied) this.applied = listVersion
         this.resourceVersion = listVersion
         this.oldest = listVersion
         this.markSynced()
         await written
         return
       }
-      await written
-      this.setObjects(items)
-      if (listVersion > this.applied) this.applied = listVersion
       for (const event of events) this.dispatch(event)
       if (listVersion > this.resourceVersion) this.resourceVersion = listVersion
     })
-  }
-
-  private setObjects(items: CachedObject[]): void {
-    this.objects.clear()
-    for (const object of items) this.objects.set(idOf(object), object)
   }
 
   /** Resolves once what the cache holds is on disk: nothing is sent to a client before (it must survive a SIGKILL). */
