@@ -233,6 +233,44 @@ t.test('compaction: a journal grown past its live data becomes a snapshot; nothi
   t.ok(loaded.has('after'), 'and what was written after the compaction')
 })
 
+t.test('compaction copies live records scattered over a snapshot and a journal, in runs, each one whole', async t => {
+  const dir = await tempDir(t)
+  const disk = await DiskCache.open(dir, log)
+  const count = 300
+  // every 7th object is 100 KB (a dead one is a gap too wide to read over), the rest 20 KB; runs
+  // of live records longer than a read's 4 MiB are cut
+  const bodyOf = (i: number, round: number) => Buffer.from(JSON.stringify({ i, round, pad: String(i % 10).repeat(i % 7 === 0 ? 100_000 : 20_000) }))
+  const last = new Map<number, number>()
+  const write = async (indexes: number[], round: number) => {
+    await Promise.all(indexes.map(i => disk.put(pods, jsonObject('default', `o-${i}`, String(round * 1000 + i), { body: bodyOf(i, round) }))))
+    for (const i of indexes) last.set(i, round)
+  }
+  const all = Array.from({ length: count }, (_, i) => i)
+  await write(all, 0)
+  // rewrite some (every 3rd, then every 5th) until a first compaction, then others until a second
+  for (let round = 1; disk.stats.compactions < 1 && round < 40; round++) {
+    await write(all.filter(i => i % 3 === 0), round)
+    await disk.flush()
+    await new Promise(resolve => setTimeout(resolve, 20))
+  }
+  await eventually(() => disk.stats.compactions >= 1, 10_000, 'a first compaction')
+  for (let round = 100; disk.stats.compactions < 2 && round < 140; round++) {
+    await write(all.filter(i => i % 5 === 0), round)
+    await disk.flush()
+    await new Promise(resolve => setTimeout(resolve, 20))
+  }
+  await eventually(() => disk.stats.compactions >= 2, 10_000, 'a second compaction')
+  await disk.flush()
+  for (const i of [0, 1, 3, 5, 7, 14, 15, 299]) t.same(await disk.readBody(pods, 'default', `o-${i}`), bodyOf(i, last.get(i)!), `o-${i} read back`)
+  await disk.close()
+  const loaded = new Map<string, CachedObject>()
+  const report = await (await DiskCache.open(dir, log)).load(e => loaded.set(e.object.name, e.object))
+  t.same(report.failed, [])
+  t.equal(loaded.size, count)
+  const wrong = all.filter(i => !loaded.get(`o-${i}`)?.body.equals(bodyOf(i, last.get(i)!)))
+  t.same(wrong, [], 'every object reloads at its last version')
+})
+
 t.test('crash safety: SIGKILL mid-burst leaves only whole records, every acknowledged version present', async t => {
   const dir = await tempDir(t)
   const script = fileURLToPath(new URL('./helpers/disk-burst.ts', import.meta.url))

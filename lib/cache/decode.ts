@@ -2,7 +2,7 @@
 // decoded: Tables and metadata-only answers (`;as=…` in the Content-Type) are views, not objects.
 import type { CachedObject, WireFormat } from './types.ts'
 import { initialEventsEndAnnotation } from './bookmark.ts'
-import { eachElement, eachMember, memberRanges, objectMembers, skipValue, withTypeMeta } from '../codec/json-scan.ts'
+import { eachElement, eachMember, memberRanges, objectMembers, skipValue, stringAt, watchEventRanges, withTypeMeta } from '../codec/json-scan.ts'
 import type { Range } from '../codec/json-scan.ts'
 import { decodeUnknown, decodeWatchEvent, isProtobuf, objectMeta, splitList } from '../codec/protobuf.ts'
 
@@ -26,7 +26,6 @@ interface JsonMeta {
 
 const typeMembers = ['kind', 'apiVersion', 'metadata']
 const listMembers = ['kind', 'apiVersion', 'metadata', 'items']
-const eventMembers = ['type', 'object']
 
 /**
  * One JSON object from its bytes (`start`..`end` of `buf`) and the ranges of its kind, apiVersion
@@ -157,11 +156,9 @@ export function decodeEvent(format: WireFormat, frame: Buffer): DecodedEvent {
     }
     return { type: event.type, object: decodeObject('protobuf', event.object) }
   }
-  const members = memberRanges(frame, eventMembers)
-  const type = stringMember(frame, members, 'type')
-  const object = members.get('object')
+  const { type: typeRange, object, inner } = watchEventRanges(frame, typeMembers)
+  const type = stringAt(frame, typeRange) ?? ''
   if (type === 'ERROR' || !object) return { type }
-  const inner = memberRanges(frame, typeMembers, object.start, object.end)
   if (type === 'BOOKMARK') {
     const metaRange = inner.get('metadata')
     const meta = (metaRange ? JSON.parse(frame.toString('utf8', metaRange.start, metaRange.end)) : {}) as JsonMeta

@@ -108,6 +108,36 @@ interface Location {
   recordBytes: number
 }
 
+/** the most a compaction reads at once, and the widest stretch of dead records it reads over */
+const copyChunkBytes = 4 * 1024 * 1024
+const copyGapBytes = 64 * 1024
+
+/**
+ * The live records in file order, in runs a compaction reads with one pread each: records of one
+ * file that lie together (dead records of up to copyGapBytes between them are read and skipped),
+ * up to copyChunkBytes a run. A watch's records mostly lie together in the journal: one read and
+ * one write per run, not one each per object.
+ */
+function copyRuns(live: ReadonlyMap<string, Location>): { file: string; start: number; end: number; records: [string, Location][] }[] {
+  const start = (at: Location) => at.bodyAt - (at.recordBytes - at.size)
+  const sorted = [...live].sort(([, a], [, b]) => (a.file < b.file ? -1 : a.file > b.file ? 1 : a.bodyAt - b.bodyAt))
+  const runs: { file: string; start: number; end: number; records: [string, Location][] }[] = []
+  let run: (typeof runs)[number] | undefined
+  for (const entry of sorted) {
+    const at = entry[1]
+    const from = start(at)
+    const to = from + at.recordBytes
+    if (run && run.file === at.file && from >= run.end && from - run.end <= copyGapBytes && to - run.start <= copyChunkBytes) {
+      run.end = to
+      run.records.push(entry)
+    } else {
+      run = { file: at.file, start: from, end: to, records: [entry] }
+      runs.push(run)
+    }
+  }
+  return runs
+}
+
 interface Waiter {
   resolve: () => void
   reject: (error: Error) => void
@@ -506,13 +536,19 @@ export class DiskCache {
       const moved = new Map<string, Location>()
       try {
         let offset = 0
-        for (const [id, at] of old.live) {
-          const header = at.recordBytes - at.size
-          const record = Buffer.allocUnsafe(at.recordBytes)
-          await (await files.reader(at.file)).read(record, 0, at.recordBytes, at.bodyAt - header)
-          await out.write(record)
-          moved.set(id, { ...at, file: snapshot, bodyAt: offset + header })
-          offset += at.recordBytes
+        for (const run of copyRuns(old.live)) {
+          const chunk = Buffer.allocUnsafe(run.end - run.start)
+          const { bytesRead } = await (await files.reader(run.file)).read(chunk, 0, chunk.length, run.start)
+          if (bytesRead !== chunk.length) throw new Error(`${run.file}: short read at ${run.start}`)
+          const parts: Buffer[] = []
+          for (const [id, at] of run.records) {
+            const header = at.recordBytes - at.size
+            const recordAt = at.bodyAt - header - run.start
+            parts.push(chunk.subarray(recordAt, recordAt + at.recordBytes))
+            moved.set(id, { ...at, file: snapshot, bodyAt: offset + header })
+            offset += at.recordBytes
+          }
+          await out.writev(parts)
         }
         if (old.meta) await out.writev(encodeRecord({ t: 'm', ...old.meta }).parts)
         await out.datasync()

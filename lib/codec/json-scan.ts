@@ -185,6 +185,34 @@ export function objectMembers(buf: Buffer, names: readonly string[], start = 0, 
 /** objectMembers' ranges alone. */
 export const memberRanges = (buf: Buffer, names: readonly string[], start = 0, end = buf.length): Map<string, Range> => objectMembers(buf, names, start, end).members
 
+const eventMemberNames = ['type', 'object']
+
+/**
+ * A JSON watch event's members in one pass: the ranges of `type` and `object`, and of the object's
+ * own members named `objectMembers` (found on the way through it, not in a second scan). `object`
+ * must be an object; a repeated member: the last, as JSON.parse.
+ */
+export function watchEventRanges(frame: Buffer, objectMembers: readonly string[]): { type?: Range; object?: Range; inner: Map<string, Range> } {
+  const out: { type?: Range; object?: Range; inner: Map<string, Range> } = { inner: new Map() }
+  eachMember(frame, eventMemberNames, (which, at) => {
+    if (which === 0) {
+      const end = skipValue(frame, at)
+      out.type = { start: at, end }
+      return end
+    }
+    const inner = new Map<string, Range>()
+    const end = eachMember(frame, objectMembers, (member, valueStart) => {
+      const valueEnd = skipValue(frame, valueStart)
+      inner.set(objectMembers[member], { start: valueStart, end: valueEnd })
+      return valueEnd
+    }, at)
+    out.object = { start: at, end }
+    out.inner = inner
+    return end
+  })
+  return out
+}
+
 /** The string at `range`, or undefined when the value there is not a string. */
 export function stringAt(buf: Buffer, range: Range | undefined): string | undefined {
   if (!range || buf[range.start] !== QUOTE) return undefined

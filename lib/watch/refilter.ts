@@ -19,7 +19,7 @@ import type { WireFormat } from '../cache/types.ts'
 import type { CachedObject } from '../cache/types.ts'
 import type { ResponseFilter } from '../../filters/registry.ts'
 import { decodeUnknown, decodeWatchEvent, encodeUnknown, encodeWatchEvent, objectMeta, withResourceVersion } from '../codec/protobuf.ts'
-import { memberRanges } from '../codec/json-scan.ts'
+import { memberRanges, watchEventRanges } from '../codec/json-scan.ts'
 import { numericVersion } from '../cache/store.ts'
 import type { RequestInfo } from '../api/requestinfo.ts'
 
@@ -53,7 +53,6 @@ interface OtherEvent {
 }
 
 const objectEvents = new Set(['ADDED', 'MODIFIED', 'DELETED'])
-const eventMembers = ['type', 'object']
 const eventObjectMembers = ['kind', 'apiVersion', 'metadata']
 
 export interface FilteredWatchOptions {
@@ -246,12 +245,9 @@ export class FilteredWatch {
   }
 
   private decodeJson(frame: Buffer): ObjectEvent | OtherEvent {
-    const members = memberRanges(frame, eventMembers)
-    const typeRange = members.get('type')
-    const objectRange = members.get('object')
+    const { type: typeRange, object: objectRange, inner } = watchEventRanges(frame, eventObjectMembers)
     if (!typeRange || !objectRange) throw new Error('not a watch event')
     const type = JSON.parse(frame.toString('utf8', typeRange.start, typeRange.end)) as string
-    const inner = memberRanges(frame, eventObjectMembers, objectRange.start, objectRange.end)
     const text = (name: string) => {
       const r = inner.get(name)
       return r ? (JSON.parse(frame.toString('utf8', r.start, r.end)) as unknown) : undefined
