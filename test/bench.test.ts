@@ -17,7 +17,7 @@ const expectedRows = [
   'list.json.first', 'list.json.relist', 'list.json.pass-through',
   'list.protobuf.first', 'list.protobuf.relist', 'list.protobuf.pass-through',
   'watch.json.recorded', 'watch.json.pass-through', 'watch.protobuf.recorded', 'watch.protobuf.pass-through',
-  'watchers.p99', 'rss.idle', 'rss.loaded', 'coldstart', 'kill.lost', 'kill.load-errors',
+  'watchers.p99', 'rss.idle', 'rss.idle-floor', 'rss.loaded', 'coldstart', 'kill.lost', 'kill.load-errors',
   'fleet.watches', 'fleet.relists', 'fleet.relists-410', 'fleet.client-relists', 'fleet.bytes',
 ]
 

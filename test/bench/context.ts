@@ -21,6 +21,8 @@ export interface Counts {
   stampIntervalMs: number
   /** row 5: how long the hub is left alone before its RSS is read */
   settleMs: number
+  /** row 5: how long an idle hub is left before its settled RSS is read (V8 shrinks an idle heap ~8 s after its last full GC) */
+  idleSettledMs: number
   /** row 7: objects in the burst */
   burst: number
   /** row 8: hubs in the fleet, and how long each outage lasts */
@@ -42,6 +44,7 @@ export const fullCounts: Counts = {
   stampedWrites: 200,
   stampIntervalMs: 25,
   settleMs: 3_000,
+  idleSettledMs: 12_000,
   burst: 5_000,
   fleetHubs: 50,
   fleetOutageMs: 30_000,
@@ -61,6 +64,7 @@ export const quickCounts: Counts = {
   stampedWrites: 20,
   stampIntervalMs: 25,
   settleMs: 500,
+  idleSettledMs: 1_000,
   burst: 1_000,
   fleetHubs: 3,
   fleetOutageMs: 1_000,

@@ -133,6 +133,39 @@ export async function withCpu<T>(pids: number[], measure: () => Promise<T>): Pro
   return { result, cpuMs: pids.map((pid, i) => procCpuMs(pid) - before[i]) }
 }
 
+/**
+ * test/bench/floor-proxy.mjs: a bare fastify + undici pass-through proxy, the memory floor of the
+ * hub's stack, run with the static pod's runtime environment as the hub is.
+ */
+export class FloorProcess {
+  private constructor(
+    readonly child: ChildProcess,
+    readonly url: string,
+  ) {}
+
+  static async start(upstream: string): Promise<FloorProcess> {
+    const port = await freePort()
+    const script = fileURLToPath(new URL('./floor-proxy.mjs', import.meta.url))
+    const child = spawn(process.execPath, [script, upstream, String(port)], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...runtimeEnv, NODE_OPTIONS: runtimeEnv.NODE_OPTIONS ?? '' } })
+    liveHubs.add(child)
+    child.on('exit', () => liveHubs.delete(child))
+    const [line] = (await Promise.race([once(child.stdout!, 'data'), once(child, 'exit').then(() => [Buffer.from('exited')])])) as [Buffer]
+    if (!line.toString().startsWith('listening')) throw new Error(`the floor proxy did not start: ${line.toString()}`)
+    return new FloorProcess(child, `http://127.0.0.1:${port}`)
+  }
+
+  get pid(): number {
+    return this.child.pid!
+  }
+
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return
+    const exited = once(this.child, 'exit')
+    this.child.kill('SIGKILL')
+    await exited
+  }
+}
+
 export interface HubOptions {
   server: string
   cacheDir?: string

@@ -1,11 +1,12 @@
 // Rows 5-7: the cache. The built hub's memory idle and loaded, its cold start offline from a full
 // disk cache, and a SIGKILL in the middle of a recorded burst: nothing a client was shown is lost.
 import type { Context } from './context.ts'
-import { HubProcess, sleep } from './processes.ts'
+import { request } from 'undici'
+import { FloorProcess, HubProcess, procMemory, sleep } from './processes.ts'
 import { productionRuntimeEnv } from './runtime-env.ts'
 import { clientHeaders, openWatch, timedList, userAgents } from './load.ts'
 import type { Listed } from './load.ts'
-import { figureRow } from './report.ts'
+import { figureRow, ratioRow } from './report.ts'
 import type { Row } from './report.ts'
 import { bulkConfigMapsPath, hubNode, nodePodsPath, podsPath, slicesPath } from './objects.ts'
 
@@ -34,12 +35,18 @@ async function firstServedList(hub: HubProcess, url: string, headers: Record<str
 /** Rows 5 and 6: RSS idle, RSS with the slices and pods cached, then a cold start offline from that cache (plus ConfigMaps). */
 export async function memoryRows(ctx: Context): Promise<Row[]> {
   const { counts, sim } = ctx
-  const hub = await HubProcess.start(ctx.hubEntry, { server: sim.url })
+  const [hub, floor] = await Promise.all([HubProcess.start(ctx.hubEntry, { server: sim.url }), FloorProcess.start(sim.url)])
   const cacheDir = hub.cacheDir
   const rows: Row[] = []
   try {
+    // the floor proxies one request, so that its undici has parsed a response as the hub's has
+    await (await request(floor.url + '/version')).body.dump()
     await sleep(counts.settleMs)
+    const started = { hub: hub.memory(), floor: procMemory(floor.pid) }
+    await sleep(counts.idleSettledMs - counts.settleMs)
     const idle = hub.memory()
+    const floorIdle = procMemory(floor.pid)
+    await floor.stop()
     await timedList(hub.url + slicesPath, kubeProxy)
     await timedList(hub.url + podsPath, kubelet)
     await sleep(counts.settleMs)
@@ -47,8 +54,14 @@ export async function memoryRows(ctx: Context): Promise<Row[]> {
     const runtime = Object.entries(productionRuntimeEnv()).map(([name, value]) => `${name}=${value}`).join(' ')
     rows.push(
       figureRow(
-        { id: 'rss.idle', name: 'RSS of the built hub, idle (started, nothing cached)', unit: 'MiB', baselineLabel: 'target', note: `VmRSS ${counts.settleMs} ms after start; VmHWM ${idle.hwm.toFixed(1)} MiB; run as the static pod runs it: ${runtime}` },
+        { id: 'rss.idle', name: 'RSS of the built hub, idle (started, nothing cached)', unit: 'MiB', baselineLabel: 'target',
+          note: `VmRSS ${counts.idleSettledMs} ms after start (${started.hub.rss.toFixed(1)} MiB at ${counts.settleMs} ms, before V8 shrinks the idle heap); VmHWM ${idle.hwm.toFixed(1)} MiB; run as the static pod runs it: ${runtime}` },
         targets.idleMiB, idle.rss, 'lower', `≤ ${targets.idleMiB} MiB`, idle.rss <= targets.idleMiB,
+      ),
+      ratioRow(
+        { id: 'rss.idle-floor', name: 'RSS idle: the hub vs the floor of its stack (a bare fastify + undici proxy)', unit: 'MiB', baselineLabel: 'floor',
+          note: `test/bench/floor-proxy.mjs, same runtime environment, one request proxied, read at the same moments: ${started.floor.rss.toFixed(1)} MiB at ${counts.settleMs} ms, ${floorIdle.rss.toFixed(1)} at ${counts.idleSettledMs} ms; Node alone is about 40` },
+        floorIdle.rss, idle.rss, 'lower',
       ),
       figureRow(
         { id: 'rss.loaded', name: `RSS, ${thousands(counts.slices)} slices (kube-proxy) + ${thousands(counts.pods)} pods (kubelet) cached`, unit: 'MiB', baselineLabel: 'target',
@@ -58,7 +71,7 @@ export async function memoryRows(ctx: Context): Promise<Row[]> {
     )
     await timedList(hub.url + bulkConfigMapsPath, kubelet)
   } finally {
-    await hub.stop()
+    await Promise.all([hub.stop(), floor.stop()])
   }
 
   // row 6: the cloud gone, the hub started on that cache; from spawn to kube-proxy's list served whole
