@@ -21,7 +21,7 @@ export interface Counts {
   stampIntervalMs: number
   /** row 5: how long the hub is left alone before its RSS is read */
   settleMs: number
-  /** row 5: how long an idle hub is left before its settled RSS is read (V8 shrinks an idle heap ~8 s after its last full GC) */
+  /** row 5: how long an idle hub is left before its settled RSS is read (V8 shrinks an idle heap some 8 s or more after its last full GC) */
   idleSettledMs: number
   /** row 7: objects in the burst */
   burst: number
@@ -44,7 +44,7 @@ export const fullCounts: Counts = {
   stampedWrites: 200,
   stampIntervalMs: 25,
   settleMs: 3_000,
-  idleSettledMs: 12_000,
+  idleSettledMs: 20_000,
   burst: 5_000,
   fleetHubs: 50,
   fleetOutageMs: 30_000,
