@@ -183,9 +183,9 @@ export class WatchCache implements ReflectorSink {
   /**
    * One upstream event. Its disk write starts now (the journal keeps the order of calls, and
    * writes of one moment go out together); it is applied and told to watchers, in order, once
-   * written. The reflector is held back only when many are in flight.
+   * written. The reflector is held back only when many are in flight: then (only) a promise to wait for.
    */
-  event(type: EventType, received: CachedObject): Promise<void> {
+  event(type: EventType, received: CachedObject): Promise<void> | undefined {
     const object = this.vouched(received)
     this.learnKind(object)
     const store = this.options.store
@@ -197,7 +197,7 @@ export class WatchCache implements ReflectorSink {
     if (version > this.applied) this.applied = version
     this.inFlight.push({ written: written ?? Promise.resolve(), apply: () => this.dispatch({ type, object, resourceVersion: version }) })
     this.drain()
-    return this.inFlight.length > maxInFlight ? this.drained() : Promise.resolve()
+    return this.inFlight.length > maxInFlight ? this.drained() : undefined
   }
 
   progress(resourceVersion: string): void {
@@ -221,7 +221,11 @@ export class WatchCache implements ReflectorSink {
     void (async () => {
       while (this.inFlight.length > 0) {
         const next = this.inFlight[0]
-        await next.written.catch(error => this.options.log.error({ err: (error as Error).message }, 'watch cache: an event was not written to disk'))
+        try {
+          await next.written
+        } catch (error) {
+          this.options.log.error({ err: (error as Error).message }, 'watch cache: an event was not written to disk')
+        }
         this.inFlight.shift()
         next.apply()
       }

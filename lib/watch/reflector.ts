@@ -22,7 +22,7 @@ export interface ReflectorSink {
   /** a whole list: the state at `resourceVersion` (the first, or a relist after a 410 or an outage), in the format the apiserver answered */
   replace(items: CachedObject[], resourceVersion: string, format: WireFormat): Promise<void> | void
   event(type: EventType, object: CachedObject): Promise<void> | void
-  /** the stream has reached this version (a BOOKMARK, or any event) */
+  /** the stream has reached this version with no object to show for it (a list's end, a BOOKMARK); an event carries its own */
   progress(resourceVersion: string): void
 }
 
@@ -172,11 +172,13 @@ export class Reflector {
         if (event.type === 'ERROR') throw new Relist(`watch ${this.path}: an ERROR event`) // 410 Expired or worse
         if (event.type === 'BOOKMARK') {
           this.reached = event.resourceVersion || this.reached
+          this.sink.progress(this.reached)
         } else if (event.object) {
-          await this.sink.event(event.type as EventType, event.object)
+          // an event carries its own version to the sink; a wait only when the sink holds back
+          const held = this.sink.event(event.type as EventType, event.object)
+          if (held) await held
           this.reached = event.object.resourceVersion || this.reached
         }
-        this.sink.progress(this.reached)
       }
     } finally {
       silence.stop()
