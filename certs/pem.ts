@@ -2,7 +2,8 @@
 // leaves a torn key or certificate behind.
 
 import { X509Certificate, randomBytes } from 'node:crypto'
-import { mkdir, open, rename, unlink } from 'node:fs/promises'
+import { open, rename, unlink } from 'node:fs/promises'
+import { durableMkdir, syncDir } from '../lib/durable-dirs.ts'
 import path from 'node:path'
 
 export interface CertificateInfo {
@@ -60,7 +61,7 @@ export function renewalTime(info: Pick<CertificateInfo, 'notBefore' | 'notAfter'
  */
 export async function writePemFile(file: string, pem: string, mode: 0o600 | 0o644): Promise<void> {
   const dir = path.dirname(file)
-  await mkdir(dir, { recursive: true, mode: 0o700 })
+  await durableMkdir(dir)
   const tmp = path.join(dir, `.${path.basename(file)}.${randomBytes(6).toString('hex')}.tmp`)
   try {
     const handle = await open(tmp, 'wx', mode)
@@ -76,10 +77,5 @@ export async function writePemFile(file: string, pem: string, mode: 0o600 | 0o64
     await unlink(tmp).catch(() => {})
     throw err
   }
-  const dirHandle = await open(dir, 'r')
-  try {
-    await dirHandle.sync()
-  } finally {
-    await dirHandle.close()
-  }
+  await syncDir(dir)
 }

@@ -9,11 +9,12 @@
 // checksum and is cut off at load: every object is then at a version it had, never torn. A
 // journal grown well past its live data is compacted into a new snapshot (written whole, synced,
 // renamed), and the old files go.
-import { chmod, mkdir, open, readdir, readFile, rename, rm, truncate, unlink } from 'node:fs/promises'
+import { chmod, open, readdir, readFile, rename, rm, truncate, unlink } from 'node:fs/promises'
 import type { FileHandle } from 'node:fs/promises'
 import { crc32 } from 'node:zlib'
 import path from 'node:path'
 import type { Logger } from 'pino'
+import { durableMkdir, syncDir } from '../durable-dirs.ts'
 import { objectKey, parseResourceDir, resourceDirName } from './types.ts'
 import type { CachedObject, ResourceKey } from './types.ts'
 
@@ -206,7 +207,7 @@ export class DiskCache {
 
   static async open(cacheDir: string, log: Logger): Promise<DiskCache> {
     const root = path.resolve(cacheDir)
-    await mkdir(root, { recursive: true, mode: 0o700 })
+    await durableMkdir(root)
     await chmod(root, 0o700)
     return new DiskCache(root, log)
   }
@@ -323,7 +324,7 @@ export class DiskCache {
   async writeState(name: string, value: unknown): Promise<void> {
     checkComponent('state name', name)
     const dir = path.join(this.cacheDir, stateDir)
-    await mkdir(dir, { recursive: true, mode: 0o700 })
+    await durableMkdir(dir)
     const file = path.join(dir, `${name}.json`)
     const tmp = `${file}.tmp`
     const handle = await open(tmp, 'w', 0o600)
@@ -334,7 +335,7 @@ export class DiskCache {
       await handle.close()
     }
     await rename(tmp, file)
-    await this.syncDir(dir)
+    await syncDir(dir)
   }
 
   /** A piece of the hub's own state, or undefined when there is none (or it cannot be read). */
@@ -450,13 +451,12 @@ export class DiskCache {
 
   /** Opens the current journal for appending, cut to the records known whole. */
   private async openJournal(files: CollectionFiles): Promise<void> {
-    await mkdir(path.dirname(files.dir), { recursive: true, mode: 0o700 })
-    await mkdir(files.dir, { recursive: true, mode: 0o700 })
+    await durableMkdir(files.dir)
     const name = files.journalName()
     const handle = await open(name, 'a', 0o600)
     try {
       if ((await handle.stat()).size !== files.journalSize) await handle.truncate(files.journalSize)
-      await this.syncDir(files.dir)
+      await syncDir(files.dir)
     } catch (error) {
       await handle.close()
       throw error
@@ -495,18 +495,6 @@ export class DiskCache {
     })().finally(() => {
       this.syncing = undefined
     })
-  }
-
-  private async syncDir(dir: string): Promise<void> {
-    const handle = await open(dir, 'r')
-    try {
-      await handle.sync()
-    } catch (error) {
-      // some filesystems cannot fsync a directory; the entry is as durable as they allow
-      if (!['EINVAL', 'ENOTSUP', 'EISDIR'].includes((error as NodeJS.ErrnoException).code ?? '')) throw error
-    } finally {
-      await handle.close()
-    }
   }
 
   /**
@@ -556,7 +544,7 @@ export class DiskCache {
         await out.close()
       }
       await rename(tmp, snapshot)
-      await this.syncDir(files.dir)
+      await syncDir(files.dir)
       // what was not written again meanwhile now lives in the snapshot
       for (const [id, at] of moved) {
         const current = files.live.get(id)
