@@ -35,6 +35,8 @@ export interface FilterStats {
   onInvoked?(filter: string): void
   onChanged?(filter: string): void
   onDropped?(filter: string): void
+  /** the filter could not read an object, which passed unfiltered */
+  onFailed?(filter: string): void
 }
 
 interface Spec {
@@ -181,6 +183,7 @@ export class FilterRegistry {
       const r = this.reports.get(name)!
       r.failed++
       r.last = { what, did: 'failed', at: Date.now() }
+      this.stats.onFailed?.(name)
       this.warnOnce(name, `an object passed unfiltered: ${(error as Error).message}`)
     },
   }

@@ -139,6 +139,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     onInvoked: filter => metrics.filterInvocations.inc({ filter }),
     onChanged: filter => metrics.filterChanged.inc({ filter }),
     onDropped: filter => metrics.filterDropped.inc({ filter }),
+    onFailed: filter => metrics.filterFailures.inc({ filter }),
   })
   const filteredWatches = new FilteredWatches()
   const watchCaches = new WatchCaches({

@@ -45,6 +45,7 @@ export interface Metrics extends RequestObserver, WatchCacheObserver {
   filterInvocations: Counter<'filter'>
   filterChanged: Counter<'filter'>
   filterDropped: Counter<'filter'>
+  filterFailures: Counter<'filter'>
   refilterEvents: Counter
   /** watchers, replayed events and 410s of the shared watch caches, read at each scrape */
   observeWatchCaches(read: () => WatchCacheState[]): void
@@ -195,6 +196,7 @@ export function createMetrics(): Metrics {
     filterInvocations: new Counter({ name: 'outpost_filter_invocations_total', help: 'Objects a response filter ran on, by filter', labelNames: ['filter'], registers: [registry] }),
     filterChanged: new Counter({ name: 'outpost_filter_changed_objects_total', help: 'Objects a response filter rewrote, by filter', labelNames: ['filter'], registers: [registry] }),
     filterDropped: new Counter({ name: 'outpost_filter_dropped_objects_total', help: 'Objects a response filter kept from the client, by filter', labelNames: ['filter'], registers: [registry] }),
+    filterFailures: new Counter({ name: 'outpost_filter_failures_total', help: 'Objects a response filter could not read and let pass unfiltered, by filter (the first is logged)', labelNames: ['filter'], registers: [registry] }),
     refilterEvents: new Counter({ name: 'outpost_refilter_events_total', help: 'Events (MODIFIED, ADDED, DELETED) sent to open watches because what the filters read changed', registers: [registry] }),
     observeCache(read, health) {
       collections = read
