@@ -30,15 +30,6 @@ export interface TopologyProvider {
   annotationOf(namespace: string, service: string): string | undefined
 }
 
-/** Told what the filters did (the metrics). */
-export interface FilterStats {
-  onInvoked?(filter: string): void
-  onChanged?(filter: string): void
-  onDropped?(filter: string): void
-  /** the filter could not read an object, which passed unfiltered */
-  onFailed?(filter: string): void
-}
-
 interface Spec {
   name: string
   components: string[]
@@ -126,7 +117,6 @@ export class FilterRegistry {
     private readonly provider: TopologyProvider,
     private readonly config: FilterConfig,
     private readonly log: Logger,
-    private readonly stats: FilterStats = {},
   ) {
     for (const spec of specs) {
       const requested = config.enabled.includes(spec.name)
@@ -165,25 +155,21 @@ export class FilterRegistry {
   private readonly report: StepReport = {
     ran: name => {
       this.reports.get(name)!.ran++
-      this.stats.onInvoked?.(name)
     },
     changed: (name, what) => {
       const r = this.reports.get(name)!
       r.changed++
       r.last = { what, did: 'changed', at: Date.now() }
-      this.stats.onChanged?.(name)
     },
     dropped: (name, what) => {
       const r = this.reports.get(name)!
       r.dropped++
       r.last = { what, did: 'dropped', at: Date.now() }
-      this.stats.onDropped?.(name)
     },
     failed: (name, what, error) => {
       const r = this.reports.get(name)!
       r.failed++
       r.last = { what, did: 'failed', at: Date.now() }
-      this.stats.onFailed?.(name)
       this.warnOnce(name, `an object passed unfiltered: ${(error as Error).message}`)
     },
   }
@@ -206,6 +192,11 @@ export class FilterRegistry {
   }
 
   /** Every filter: on or off, for whom, and what it did last. */
+  /** What each filter did so far (the metrics read these when scraped: no counter is touched per object). */
+  tallies(): readonly Pick<FilterReport, 'name' | 'ran' | 'changed' | 'dropped' | 'failed'>[] {
+    return [...this.reports.values()]
+  }
+
   describe(): FilterReport[] {
     return [...this.reports.values()].map(({ last, ...r }) => ({ ...r, components: [...r.components], ...(last ? { last: { what: last.what(), did: last.did, at: new Date(last.at).toISOString() } } : {}) }))
   }

@@ -196,7 +196,7 @@ const visitPlace = (which: number, start: number): number =>
 /** The non-empty string recorded in `slot`, if any. */
 function stringIn(buf: Buffer, slot: number): string | undefined {
   const start = spans[2 * slot]
-  return start === -1 ? undefined : nonEmpty(internedStringAt(buf, { start, end: spans[2 * slot + 1] }))
+  return start === -1 ? undefined : nonEmpty(internedStringAt(buf, start, spans[2 * slot + 1]))
 }
 
 const refMembers = ['name', 'namespace', 'labels']
@@ -230,17 +230,16 @@ function refMetadataAt(raw: Buffer, start: number): { name?: string; namespace?:
 
 /** slicePlace over an endpoint's bytes at `start`; returns where it ends. */
 function readPlace(buf: Buffer, start: number, into: EndpointPlace[]): number {
-  const place: EndpointPlace = {}
-  into.push(place)
-  if (buf[start] !== 0x7b) return -1 // not an object: no place, the scanner skips it
+  if (buf[start] !== 0x7b) {
+    into.push({}) // not an object: no place, the scanner skips it
+    return -1
+  }
   placeBuf = buf
   for (let slot = 0; slot < 4; slot++) spans[2 * slot] = -1
   const end = eachMember(buf, placeMembers, visitPlace, start)
   placeBuf = noBytes // a list's body is not kept alive by the last endpoint read
-  const nodeName = stringIn(buf, nodeSlot) ?? stringIn(buf, hostSlot)
-  const zone = stringIn(buf, zoneSlot) ?? stringIn(buf, topologyZoneSlot)
-  if (nodeName !== undefined) place.nodeName = nodeName
-  if (zone !== undefined) place.zone = zone
+  // one shape for every place (a field absent reads as undefined, as decideTopology reads it)
+  into.push({ nodeName: stringIn(buf, nodeSlot) ?? stringIn(buf, hostSlot), zone: stringIn(buf, zoneSlot) ?? stringIn(buf, topologyZoneSlot) })
   return end
 }
 
@@ -254,7 +253,7 @@ export function filterSliceJsonBytes(raw: Buffer, input: ServiceTopologyInput, k
   const own: { kind?: Range; apiVersion?: Range } = {}
   let metadata: unknown
   let endpoints: Range | undefined
-  const elements: Range[] = []
+  const bounds: number[] = [] // each endpoint's start and end
   const places: EndpointPlace[] = []
   let unreadWith: unknown // the metadata that said the endpoints need not be read
   const annotated = (): boolean => {
@@ -267,7 +266,7 @@ export function filterSliceJsonBytes(raw: Buffer, input: ServiceTopologyInput, k
     else if (which === 1) own.apiVersion = { start: at, end }
     else if (which === 2) metadata = raw[at] === 0x7b ? refMetadataAt(raw, at) : undefined
     else {
-      elements.length = 0
+      bounds.length = 0
       places.length = 0
       endpoints = undefined
       // a Service without the annotation (metadata comes first, as the apiserver writes it): the endpoints need not be read
@@ -276,7 +275,7 @@ export function filterSliceJsonBytes(raw: Buffer, input: ServiceTopologyInput, k
       const arrayEnd = eachElement(raw, elementAt => {
         const elementEnd = readPlace(raw, elementAt, places)
         const stop = elementEnd === -1 ? skipValue(raw, elementAt) : elementEnd
-        elements.push({ start: elementAt, end: stop })
+        bounds.push(elementAt, stop)
         return stop
       }, at)
       endpoints = { start: at, end: arrayEnd }
@@ -295,5 +294,7 @@ export function filterSliceJsonBytes(raw: Buffer, input: ServiceTopologyInput, k
   if (endpoints === undefined) return unreadWith !== undefined && unreadWith !== metadata && annotated() ? undefined : raw
   const keep = decide(serviceRef(metadata, k), places, input)
   if (!keep) return raw
-  return spliceArray(raw, endpoints, elements.filter((_, i) => keep[i]).map(e => raw.subarray(e.start, e.end)))
+  const kept: Buffer[] = []
+  for (let i = 0; i < keep.length; i++) if (keep[i]) kept.push(raw.subarray(bounds[2 * i], bounds[2 * i + 1]))
+  return spliceArray(raw, endpoints, kept)
 }

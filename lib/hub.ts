@@ -135,12 +135,8 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     components: { servicetopology: config.topologyComponents, ...config.filterComponents },
     hub: hubAddressForPods(config),
   }
-  const filters = new FilterRegistry(topology, filterConfig, log, {
-    onInvoked: filter => metrics.filterInvocations.inc({ filter }),
-    onChanged: filter => metrics.filterChanged.inc({ filter }),
-    onDropped: filter => metrics.filterDropped.inc({ filter }),
-    onFailed: filter => metrics.filterFailures.inc({ filter }),
-  })
+  const filters = new FilterRegistry(topology, filterConfig, log)
+  metrics.observeFilters(() => filters.tallies())
   const filteredWatches = new FilteredWatches()
   const watchCaches = new WatchCaches({
     upstream,

@@ -78,14 +78,16 @@ type Header = PutHeader | RemoveHeader | MetaHeader
  * share one buffer: a list's 10,000 records are one allocation, not 20,000 small ones.
  */
 function encodeRecords(records: readonly { header: Header; body?: Buffer }[]): PendingRecord[] {
-  const lines = records.map(r => JSON.stringify(r.header) + '\n')
+  const lines = records.map(r => JSON.stringify(r.header))
   let total = 0
-  for (const line of lines) total += 8 + Buffer.byteLength(line)
+  for (const line of lines) total += 9 + Buffer.byteLength(line) // length, checksum, line, '\n'
   const heads = Buffer.allocUnsafe(total)
   let at = 0
   return records.map(({ header, body }, i) => {
     const start = at
-    const lineLength = heads.write(lines[i], start + 8)
+    const textLength = heads.write(lines[i], start + 8)
+    heads[start + 8 + textLength] = 0x0a
+    const lineLength = textLength + 1
     at = start + 8 + lineLength
     const line = heads.subarray(start + 8, at)
     const hasBody = body !== undefined && body.length > 0

@@ -233,16 +233,17 @@ const maxInterned = 10_000
 /**
  * stringAt for values that repeat across many objects (node names and zones of a cluster's
  * endpoints): a plain ASCII string seen before is found by a hash of its bytes, not decoded again.
- * A hash collision is checked for and decoded as stringAt would.
+ * A hash collision is checked for and decoded as stringAt would. The value is at
+ * valueStart..valueEnd, quotes included (positions, not a Range: no object per read).
  */
-export function internedStringAt(buf: Buffer, range: Range | undefined): string | undefined {
-  if (!range || buf[range.start] !== QUOTE) return undefined
-  const start = range.start + 1
-  const end = range.end - 1
+export function internedStringAt(buf: Buffer, valueStart: number, valueEnd: number): string | undefined {
+  if (buf[valueStart] !== QUOTE) return undefined
+  const start = valueStart + 1
+  const end = valueEnd - 1
   let hash = 0x811c9dc5
   for (let i = start; i < end; i++) {
     const c = buf[i]
-    if (c === BACKSLASH || c > 0x7f) return stringAt(buf, range)
+    if (c === BACKSLASH || c > 0x7f) return stringAt(buf, { start: valueStart, end: valueEnd })
     hash = Math.imul(hash ^ c, 0x01000193)
   }
   const known = interned.get(hash)

@@ -11,6 +11,15 @@ import { resourceDirName } from '../cache/types.ts'
 export type Source = 'cloud' | 'cache' | 'hub'
 
 /** How well the disk keeps up: failed writes (retried), objects not on disk yet, bodies lost. */
+/** What one response filter did so far (filters/registry.ts keeps the counts). */
+export interface FilterTally {
+  name: string
+  ran: number
+  changed: number
+  dropped: number
+  failed: number
+}
+
 export interface CacheHealth {
   writeFailures: number
   unsaved: number
@@ -42,10 +51,8 @@ export interface Metrics extends RequestObserver, WatchCacheObserver {
   cacheLoadedObjects: Gauge
   cloudOnline: Gauge
   upstreamUp: Gauge<'server'>
-  filterInvocations: Counter<'filter'>
-  filterChanged: Counter<'filter'>
-  filterDropped: Counter<'filter'>
-  filterFailures: Counter<'filter'>
+  /** where the filters' tallies are read from, when scraped */
+  observeFilters(read: () => readonly FilterTally[]): void
   refilterEvents: Counter
   /** watchers, replayed events and 410s of the shared watch caches, read at each scrape */
   observeWatchCaches(read: () => WatchCacheState[]): void
@@ -157,6 +164,19 @@ export function createMetrics(): Metrics {
     collect: perCollection(c => c.bytes()),
   })
 
+  // the filters count what they do in plain numbers (filters/registry.ts), read here when scraped:
+  // a label lookup per filtered object costs more than the filter itself on small objects
+  let filterTallies: () => readonly FilterTally[] = () => []
+  const perFilter = (value: (t: FilterTally) => number) =>
+    function (this: Counter<'filter'>) {
+      this.reset()
+      for (const t of filterTallies()) if (value(t) > 0) this.inc({ filter: t.name }, value(t))
+    }
+  new Counter({ name: 'outpost_filter_invocations_total', help: 'Objects a response filter ran on, by filter', labelNames: ['filter'], registers: [registry], collect: perFilter(t => t.ran) })
+  new Counter({ name: 'outpost_filter_changed_objects_total', help: 'Objects a response filter rewrote, by filter', labelNames: ['filter'], registers: [registry], collect: perFilter(t => t.changed) })
+  new Counter({ name: 'outpost_filter_dropped_objects_total', help: 'Objects a response filter kept from the client, by filter', labelNames: ['filter'], registers: [registry], collect: perFilter(t => t.dropped) })
+  new Counter({ name: 'outpost_filter_failures_total', help: 'Objects a response filter could not read and let pass unfiltered, by filter (the first is logged)', labelNames: ['filter'], registers: [registry], collect: perFilter(t => t.failed) })
+
   let watchCaches: () => WatchCacheState[] = () => []
   const perScope = (value: (c: WatchCacheState) => number) =>
     function (this: Gauge<'resource' | 'scope' | 'format'>) {
@@ -193,11 +213,10 @@ export function createMetrics(): Metrics {
     cacheLoadedObjects: new Gauge({ name: 'outpost_cache_loaded_objects', help: 'Objects loaded from disk at start', registers: [registry] }),
     cloudOnline: new Gauge({ name: 'outpost_cloud_online', help: '1 while at least one apiserver is reachable', registers: [registry] }),
     upstreamUp: new Gauge({ name: 'outpost_upstream_up', help: '1 while this apiserver answers (probes and real requests)', labelNames: ['server'], registers: [registry] }),
-    filterInvocations: new Counter({ name: 'outpost_filter_invocations_total', help: 'Objects a response filter ran on, by filter', labelNames: ['filter'], registers: [registry] }),
-    filterChanged: new Counter({ name: 'outpost_filter_changed_objects_total', help: 'Objects a response filter rewrote, by filter', labelNames: ['filter'], registers: [registry] }),
-    filterDropped: new Counter({ name: 'outpost_filter_dropped_objects_total', help: 'Objects a response filter kept from the client, by filter', labelNames: ['filter'], registers: [registry] }),
-    filterFailures: new Counter({ name: 'outpost_filter_failures_total', help: 'Objects a response filter could not read and let pass unfiltered, by filter (the first is logged)', labelNames: ['filter'], registers: [registry] }),
     refilterEvents: new Counter({ name: 'outpost_refilter_events_total', help: 'Events (MODIFIED, ADDED, DELETED) sent to open watches because what the filters read changed', registers: [registry] }),
+    observeFilters(read) {
+      filterTallies = read
+    },
     observeCache(read, health) {
       collections = read
       if (health) cacheHealth = health
