@@ -6,7 +6,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { pino } from 'pino'
 import { DiskCache } from '../lib/cache/disk.ts'
-import { CacheStore, parseScope } from '../lib/cache/store.ts'
+import { CacheStore, numericVersion, parseScope } from '../lib/cache/store.ts'
 import type { CachedObject, ResourceKey } from '../lib/cache/types.ts'
 
 const log = pino({ level: 'silent' })
@@ -43,4 +43,17 @@ t.test('an older version never replaces a newer one; scopes replace only their o
   await store.replaceScope(key, onlyA, { items: [], kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '12' })
   t.equal(await store.get(key, 'default', 'a'), undefined, 'gone from the cloud: gone from its scope')
   t.ok(await store.get(key, 'default', 'b'), 'an object of another scope is untouched')
+})
+
+t.test('numericVersion: decimal digits are a version, anything else is 0 (unknown), at any length', async t => {
+  const cases: [string, bigint][] = [
+    ['', 0n], ['0', 0n], ['7', 7n], ['123456', 123456n], ['999999999999999', 999999999999999n],
+    ['9999999999999999', 9999999999999999n], ['12345678901234567890', 12345678901234567890n],
+    ['12a', 0n], ['-1', 0n], [' 1', 0n], ['1.5', 0n], ['1e3', 0n], ['١٢', 0n], ['0x10', 0n],
+  ]
+  // twice each, and alternating, so that a remembered answer is checked as well as a fresh one
+  for (const [rv, want] of [...cases, ...cases]) {
+    t.equal(numericVersion(rv), want, JSON.stringify(rv))
+    t.equal(numericVersion(rv), want, `${JSON.stringify(rv)} again`)
+  }
 })

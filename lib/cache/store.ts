@@ -94,8 +94,29 @@ export class Collection {
 }
 
 /** A resourceVersion as a number to compare; 0 for one that is not (the apiserver's are opaque strings). */
+let lastVersionText = ''
+let lastVersion = 0n
+
 export function numericVersion(rv: string): bigint {
-  return /^\d+$/.test(rv) ? BigInt(rv) : 0n
+  // one event's version is read several times in a row (the store, the watch cache, each watcher)
+  if (rv === lastVersionText) return lastVersion
+  let value = 0n
+  if (rv.length > 0 && rv.length <= 15) {
+    // digits only, short enough to be exact as a double: no regular expression, no string parse
+    let n = 0
+    for (let i = 0; i < rv.length; i++) {
+      const digit = rv.charCodeAt(i) - 48
+      if (digit < 0 || digit > 9) {
+        n = -1
+        break
+      }
+      n = n * 10 + digit
+    }
+    if (n >= 0) value = BigInt(n)
+  } else if (/^\d+$/.test(rv)) value = BigInt(rv)
+  lastVersionText = rv
+  lastVersion = value
+  return value
 }
 
 /** Whether `incoming` may replace `current`: never go back in time (an old list page, a replayed event). */

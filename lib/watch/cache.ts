@@ -15,6 +15,7 @@ import type { ParsedScope } from '../cache/scope.ts'
 import { vouchedFields } from '../cache/scope.ts'
 import { storageKey } from '../api/continue-token.ts'
 import type { EventType, ReflectorSink } from './reflector.ts'
+import { EventWindow } from './event-window.ts'
 
 /** events whose disk write may be under way before the reflector is held back */
 const maxInFlight = 4096
@@ -54,8 +55,7 @@ export class WatchCache implements ReflectorSink {
   resourceVersion = 0n
   /** the oldest version a watch can resume from (events after it are in the window) */
   private oldest = 0n
-  private readonly window: CacheEvent[] = []
-  private readonly windowSize: number
+  private readonly window: EventWindow<CacheEvent>
   readonly listeners = new Set<CacheListener>()
   private syncedResolve!: () => void
   /** resolves once the first list (or the disk's copy, offline) is in */
@@ -80,7 +80,7 @@ export class WatchCache implements ReflectorSink {
   private readonly fields: Record<string, string> | undefined
 
   constructor(readonly options: WatchCacheOptions) {
-    this.windowSize = options.windowSize ?? 4096
+    this.window = new EventWindow(options.windowSize ?? 4096)
     this.fields = vouchedFields(options.scope)
     options.store?.prepare(options.storeKey)
   }
@@ -251,8 +251,8 @@ export class WatchCache implements ReflectorSink {
     if (event.type === 'DELETED') this.objects.delete(idOf(event.object))
     else this.objects.set(idOf(event.object), event.object)
     if (event.resourceVersion > this.resourceVersion) this.resourceVersion = event.resourceVersion
-    this.window.push(event)
-    if (this.window.length > this.windowSize) this.oldest = this.window.shift()!.resourceVersion
+    const dropped = this.window.push(event)
+    if (dropped) this.oldest = dropped.resourceVersion
     for (const listener of this.listeners) listener.onEvent(event)
   }
 
@@ -265,7 +265,7 @@ export class WatchCache implements ReflectorSink {
   /** The events after `version`, or 'expired' when the window no longer reaches back that far. */
   eventsAfter(version: bigint): CacheEvent[] | 'expired' {
     if (version < this.oldest) return 'expired'
-    return this.window.filter(e => e.resourceVersion > version)
+    return this.window.after(version)
   }
 
   /**
