@@ -3,8 +3,8 @@
 
 import { X509Certificate, randomBytes } from 'node:crypto'
 import { open, rename, unlink } from 'node:fs/promises'
-import { durableMkdir, syncDir } from '../lib/durable-dirs.ts'
 import path from 'node:path'
+import { durableMkdir, syncDir } from '../lib/durable-dirs.ts'
 
 export interface CertificateInfo {
   /** RFC 4514-style, e.g. `CN=system:node:edge-1, O=system:nodes` */

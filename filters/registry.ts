@@ -191,12 +191,12 @@ export class FilterRegistry {
     return steps.length > 0 ? new FilterChain(steps, this.report) : undefined
   }
 
-  /** Every filter: on or off, for whom, and what it did last. */
   /** What each filter did so far (the metrics read these when scraped: no counter is touched per object). */
   tallies(): readonly Pick<FilterReport, 'name' | 'ran' | 'changed' | 'dropped' | 'failed'>[] {
     return [...this.reports.values()]
   }
 
+  /** Every filter: on or off, for whom, and what it did last. */
   describe(): FilterReport[] {
     return [...this.reports.values()].map(({ last, ...r }) => ({ ...r, components: [...r.components], ...(last ? { last: { what: last.what(), did: last.did, at: new Date(last.at).toISOString() } } : {}) }))
   }

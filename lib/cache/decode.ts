@@ -33,7 +33,7 @@ const listMembers = ['kind', 'apiVersion', 'metadata', 'items']
  * apiserver's bytes (copied, so a list's buffer is not pinned), with kind and apiVersion put in
  * front when the object lacks them (list items do).
  */
-function fromJsonMembers(buf: Buffer, start: number, end: number, members: Map<string, Range>, kind: string, apiVersion: string): CachedObject {
+function fromJsonMembers(buf: Buffer, start: number, end: number, members: ReadonlyMap<string, Range>, kind: string, apiVersion: string): CachedObject {
   const metaRange = members.get('metadata')
   const meta = (metaRange ? JSON.parse(buf.toString('utf8', metaRange.start, metaRange.end)) : {}) as JsonMeta
   if (!meta?.name) throw new Error(`${kind || 'object'} without metadata.name`)
@@ -52,7 +52,7 @@ function fromJsonMembers(buf: Buffer, start: number, end: number, members: Map<s
 }
 
 /** A top-level string member's value ('' when absent or not a string). */
-function stringMember(buf: Buffer, members: Map<string, Range>, name: string): string {
+function stringMember(buf: Buffer, members: ReadonlyMap<string, Range>, name: string): string {
   const range = members.get(name)
   if (!range) return ''
   const value = JSON.parse(buf.toString('utf8', range.start, range.end)) as unknown

@@ -93,10 +93,10 @@ export class Collection {
   }
 }
 
-/** A resourceVersion as a number to compare; 0 for one that is not (the apiserver's are opaque strings). */
 let lastVersionText = ''
 let lastVersion = 0n
 
+/** A resourceVersion as a number to compare; 0 for one that is not (the apiserver's are opaque strings). */
 export function numericVersion(rv: string): bigint {
   // one event's version is read several times in a row (the store, the watch cache, each watcher)
   if (rv === lastVersionText) return lastVersion

@@ -186,14 +186,15 @@ export function objectMembers(buf: Buffer, names: readonly string[], start = 0, 
 export const memberRanges = (buf: Buffer, names: readonly string[], start = 0, end = buf.length): Map<string, Range> => objectMembers(buf, names, start, end).members
 
 const eventMemberNames = ['type', 'object']
+const noMembers: ReadonlyMap<string, Range> = new Map()
 
 /**
  * A JSON watch event's members in one pass: the ranges of `type` and `object`, and of the object's
  * own members named `objectMembers` (found on the way through it, not in a second scan). `object`
  * must be an object; a repeated member: the last, as JSON.parse.
  */
-export function watchEventRanges(frame: Buffer, objectMembers: readonly string[]): { type?: Range; object?: Range; inner: Map<string, Range> } {
-  const out: { type?: Range; object?: Range; inner: Map<string, Range> } = { inner: new Map() }
+export function watchEventRanges(frame: Buffer, objectMembers: readonly string[]): { type?: Range; object?: Range; inner: ReadonlyMap<string, Range> } {
+  const out: { type?: Range; object?: Range; inner: ReadonlyMap<string, Range> } = { inner: noMembers }
   eachMember(frame, eventMemberNames, (which, at) => {
     if (which === 0) {
       const end = skipValue(frame, at)

@@ -10,7 +10,6 @@ import { resourceDirName } from '../cache/types.ts'
 /** who answered: an apiserver, the cache, or the hub itself (a refusal, a Lease acknowledged offline, a 413) */
 export type Source = 'cloud' | 'cache' | 'hub'
 
-/** How well the disk keeps up: failed writes (retried), objects not on disk yet, bodies lost. */
 /** What one response filter did so far (filters/registry.ts keeps the counts). */
 export interface FilterTally {
   name: string
@@ -20,6 +19,7 @@ export interface FilterTally {
   failed: number
 }
 
+/** How well the disk keeps up: failed writes (retried), objects not on disk yet, bodies lost. */
 export interface CacheHealth {
   writeFailures: number
   unsaved: number

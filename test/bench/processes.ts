@@ -1,7 +1,7 @@
 // The two processes the bench drives from its own (the load generator): the apiserver simulator
 // (test/bench/simulator-process.ts, commands over IPC) and the BUILT hub (node <build>/cmd/outpost.js).
 import { fork, spawn, spawnSync } from 'node:child_process'
-import type { ChildProcess } from 'node:child_process'
+import type { ChildProcess, StdioOptions } from 'node:child_process'
 import { once } from 'node:events'
 import { readFileSync, mkdtempSync, rmSync } from 'node:fs'
 import net from 'node:net'
@@ -41,11 +41,19 @@ export function freePort(): Promise<number> {
   })
 }
 
-/** every hub this process started and has not seen exit: killed if the bench itself exits first */
-const liveHubs = new Set<ChildProcess>()
+/** every hub and floor proxy this process started and has not seen exit: killed if the bench itself exits first */
+const liveChildren = new Set<ChildProcess>()
 process.on('exit', () => {
-  for (const child of liveHubs) child.kill('SIGKILL')
+  for (const child of liveChildren) child.kill('SIGKILL')
 })
+
+/** `node <args>` in the static pod's runtime environment (NODE_OPTIONS, malloc), killed if the bench exits first. */
+function spawnAsStaticPod(args: string[], stdio: StdioOptions): ChildProcess {
+  const child = spawn(process.execPath, args, { cwd: root, stdio, env: { ...process.env, ...runtimeEnv, NODE_OPTIONS: runtimeEnv.NODE_OPTIONS ?? '' } })
+  liveChildren.add(child)
+  child.on('exit', () => liveChildren.delete(child))
+  return child
+}
 
 let scratchDir: string | undefined
 /** one temporary directory per bench run for the hubs' caches; cleanupScratch() removes it */
@@ -146,9 +154,7 @@ export class FloorProcess {
   static async start(upstream: string): Promise<FloorProcess> {
     const port = await freePort()
     const script = fileURLToPath(new URL('./floor-proxy.mjs', import.meta.url))
-    const child = spawn(process.execPath, [script, upstream, String(port)], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...runtimeEnv, NODE_OPTIONS: runtimeEnv.NODE_OPTIONS ?? '' } })
-    liveHubs.add(child)
-    child.on('exit', () => liveHubs.delete(child))
+    const child = spawnAsStaticPod([script, upstream, String(port)], ['ignore', 'pipe', 'inherit'])
     const [line] = (await Promise.race([once(child.stdout!, 'data'), once(child, 'exit').then(() => [Buffer.from('exited')])])) as [Buffer]
     if (!line.toString().startsWith('listening')) throw new Error(`the floor proxy did not start: ${line.toString()}`)
     return new FloorProcess(child, `http://127.0.0.1:${port}`)
@@ -192,11 +198,7 @@ export class HubProcess {
     }
     child.stdout?.on('data', keep)
     child.stderr?.on('data', keep)
-    liveHubs.add(child)
-    this.exited = once(child, 'exit').then(([code]) => {
-      liveHubs.delete(child)
-      return code as number | null
-    })
+    this.exited = once(child, 'exit').then(([code]) => code as number | null)
   }
 
   static async start(entry: string, options: HubOptions): Promise<HubProcess> {
@@ -219,7 +221,7 @@ export class HubProcess {
       ...(options.extraArgs ?? []),
     ]
     const spawnedAt = performance.now()
-    const child = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...runtimeEnv, NODE_OPTIONS: runtimeEnv.NODE_OPTIONS ?? '' } })
+    const child = spawnAsStaticPod(args, ['ignore', 'pipe', 'pipe'])
     const hub = new HubProcess(child, `http://127.0.0.1:${port}`, `http://127.0.0.1:${adminPort}`, cacheDir, spawnedAt)
     if (!options.noWait) await hub.waitListening()
     return hub
