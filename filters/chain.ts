@@ -23,6 +23,8 @@ export interface Step {
   jsonBytes?(raw: Buffer, kind: string, apiVersion: string): Buffer | null | undefined
   /** same Buffer when unchanged, null when dropped; throws ProtobufError on malformed bytes */
   protobuf(raw: Buffer, kind: string, apiVersion: string): Buffer | null
+  /** whether it ever drops an object (returns null) */
+  drops: boolean
 }
 
 /** What each step did, for /debug/filters and the metrics; `what` names the object, when asked (most reports are never read). */
@@ -42,6 +44,8 @@ export interface ResponseFilter {
   frame(format: WireFormat, frame: Buffer): Buffer | null
   /** one object as the cache stores it (JSON text, or the raw protobuf message) */
   object(format: WireFormat, apiVersion: string, kind: string, body: Buffer): Buffer | null
+  /** whether an object of this kind may be dropped (else it is only ever changed, or passed as it is) */
+  mayDrop(kind: string): boolean
 }
 
 const listSuffix = /List$/
@@ -75,6 +79,10 @@ export class FilterChain implements ResponseFilter {
     private readonly report: StepReport,
   ) {
     this.names = steps.map(s => s.name)
+  }
+
+  mayDrop(kind: string): boolean {
+    return this.steps.some(step => step.drops && step.kinds.has(kind))
   }
 
   /** A decoded JSON object through the steps (from step `from` on, which has been told it ran) that read its kind. */

@@ -49,4 +49,4 @@ function protobuf(raw: Buffer, kind: string): Buffer | null {
   return isCloudService(meta.namespace, meta.name, serviceTypeRaw(raw, spansOf(raw)), discard) ? null : raw
 }
 
-export const discardCloudServiceFilter: ObjectFilter = { name, kinds, json, protobuf }
+export const discardCloudServiceFilter: ObjectFilter = { name, kinds, json, protobuf, drops: true }

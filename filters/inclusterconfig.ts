@@ -81,4 +81,4 @@ function protobuf(raw: Buffer, kind: string): Buffer {
   return applyPatches(raw, top)
 }
 
-export const inClusterConfigFilter: ObjectFilter = { name, kinds, json, protobuf, only: { namespace: kubeProxyConfigMapNamespace, name: kubeProxyConfigMapName } }
+export const inClusterConfigFilter: ObjectFilter = { name, kinds, json, protobuf, drops: false, only: { namespace: kubeProxyConfigMapNamespace, name: kubeProxyConfigMapName } }

@@ -73,4 +73,4 @@ function portName(raw: Buffer, port: Span): string {
   return lastString(raw, inner(raw, port), 1)
 }
 
-export const masterServiceFilter: ObjectFilter = { name, kinds, json, protobuf, only: { namespace: masterServiceNamespace, name: masterServiceName } }
+export const masterServiceFilter: ObjectFilter = { name, kinds, json, protobuf, drops: false, only: { namespace: masterServiceNamespace, name: masterServiceName } }

@@ -67,4 +67,4 @@ function protobuf(raw: Buffer, kind: string, context: FilterContext): Buffer | n
   return decide(serviceTypeRaw(raw, spansOf(raw)), annotation, context) ? raw : null
 }
 
-export const nodePortIsolationFilter: ObjectFilter = { name, kinds, json, protobuf }
+export const nodePortIsolationFilter: ObjectFilter = { name, kinds, json, protobuf, drops: true }

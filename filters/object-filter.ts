@@ -40,6 +40,8 @@ export interface ObjectFilter {
    * catches (passing the object unfiltered); it throws nothing else.
    */
   protobuf(raw: Buffer, kind: string, context: FilterContext): Buffer | null
+  /** whether it ever drops an object (json or protobuf returns null): a watch's re-filter may then not assume its client has an object it has not filtered yet */
+  drops: boolean
   /** the one object (namespace/name) the filter can change, when there is one: every other passes as it is, unread */
   only?: { namespace: string; name: string }
 }

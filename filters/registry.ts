@@ -49,6 +49,7 @@ function objectStep(filter: ObjectFilter, context: () => FilterContext): Step {
     // a filter of one object reads the others' names only: they need no parse
     ...(only ? { jsonBytes: (raw: Buffer) => (isNamed(raw, only) ? undefined : raw) } : {}),
     protobuf: (raw, kind) => filter.protobuf(raw, kind, context()),
+    drops: filter.drops,
   }
 }
 
@@ -65,6 +66,7 @@ const specs: Spec[] = [
       json: (object, kind) => filterEndpointsObject(object, registry.topologyInput(), kind as EndpointsKind).object,
       jsonBytes: (raw, kind) => filterSliceJsonBytes(raw, registry.topologyInput(), kind as EndpointsKind),
       protobuf: (raw, kind, apiVersion) => filterEndpointsRaw(apiVersion, kind, raw, registry.topologyInput()).raw,
+      drops: false, // it takes endpoints out of an object, never the object
     }),
   },
   { name: 'masterservice', components: ['kubelet'], resources: ['/services'], needsHub: true, step: r => objectStep(masterServiceFilter, () => r.filterContext()) },

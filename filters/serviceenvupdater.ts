@@ -114,4 +114,4 @@ function protobuf(raw: Buffer, kind: string, context: FilterContext): Buffer {
   return applyPatches(raw, top)
 }
 
-export const serviceEnvUpdaterFilter: ObjectFilter = { name, kinds, json, protobuf }
+export const serviceEnvUpdaterFilter: ObjectFilter = { name, kinds, json, protobuf, drops: false }

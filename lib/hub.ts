@@ -149,6 +149,10 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     observer: metrics,
   })
   metrics.observeWatchCaches(() => watchCaches.describe())
+  topology.on('beforechange', () => {
+    filteredWatches.settleAll()
+    watchCaches.settleAll()
+  })
   topology.on('change', () => {
     filters.invalidate() // first: the re-filters below read the new context
     const watches = filteredWatches.refilterAll() + watchCaches.refilterAll()

@@ -160,10 +160,12 @@ t.test('JSON bytes: steps that read bytes need no parse; the first that cannot p
     kinds,
     json: (o: any) => (calls.push(`json ${name}`), { ...o, tags: [...(o.tags ?? []), name] }),
     protobuf: raw => raw,
+    drops: false,
   })
   const bytesStep: Step = {
     name: 'bytes',
     kinds,
+    drops: false,
     json: () => {
       throw new Error('never: it reads bytes')
     },

@@ -69,6 +69,7 @@ t.test('an object that is the newest thing in its stream waits for the stream to
   const slice = list.items.find((s: any) => s.metadata.name === 'svc-ud1-abcde')
   const seed: CachedObject = { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', namespace: 'default', name: slice.metadata.name, resourceVersion: '200', format: 'json', body: Buffer.from(JSON.stringify({ kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', ...slice })) }
   watch.seed([seed])
+  watch.settle() // as the hub does on the topology's 'beforechange'
   change('default/svc-ud1', 'kubernetes.io/hostname')
   watch.refilter()
   t.same(queue.shift()!(), [], 'version 200 is the newest the stream has delivered: the event waits')
@@ -115,7 +116,9 @@ t.test('through the pipeline, a re-filter waiting behind a slow frame uses that 
   upstream.write(JSON.stringify({ type: 'MODIFIED', object: newer }) + '\n')
   await new Promise(resolve => setTimeout(resolve, 50))
   // the topology changes while the newer frame waits for the disk
+  watch.settle()
   change('default/svc-ud1', 'openyurt.io/nodepool,*')
+  watch.settle()
   change('default/svc-ud1', 'kubernetes.io/hostname,openyurt.io/nodepool')
   watch.refilter()
   releaseDisk()
@@ -127,4 +130,58 @@ t.test('through the pipeline, a re-filter waiting behind a slow frame uses that 
   t.ok(Number(last.object.metadata.resourceVersion) >= 210, 'the last word carries the newer version')
   t.same(last.object.endpoints.map((e: any) => e.addresses[0]).sort(), ['10.244.3.2', '10.244.3.9'], "the client ends with the newer body's endpoints, filtered as now")
   t.ok(events.every(e => Number(e.object.metadata.resourceVersion) <= 210), 'no version beyond what the stream delivered')
+})
+
+t.test('a seed is filtered when it is first needed, as it read before the change that settle() precedes', async t => {
+  const { registry, change } = topology()
+  const filter = registry.forRequest(sliceWatch())!
+  const ran = () => registry.tallies().find(r => r.name === 'servicetopology')!.ran
+  const list = fixtureJson('list-endpointslices.json')
+  const seeds: CachedObject[] = list.items.map((slice: any) => ({
+    apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', namespace: slice.metadata.namespace, name: slice.metadata.name, resourceVersion: '200', format: 'json',
+    body: Buffer.from(JSON.stringify({ kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', ...slice })),
+  }))
+  t.ok(seeds.length > 1)
+  const queue: (() => Buffer[])[] = []
+  const watch = new FilteredWatch('json', filter, produce => queue.push(produce), { startResourceVersion: '200', deferMs: 60_000 })
+  const before = ran()
+  watch.seed(seeds)
+  t.equal(ran(), before, 'seeding filters nothing')
+  watch.settle()
+  t.equal(ran(), before + seeds.length, 'settle() filters every seeded object once')
+  watch.settle()
+  t.equal(ran(), before + seeds.length, 'and only once')
+
+  // a second watch, not settled before the change: it cannot know what its client was shown, and
+  // takes the new form for it (this is why the hub settles every watch on 'beforechange')
+  const unsettled = new FilteredWatch('json', filter, produce => queue.push(produce), { startResourceVersion: '200', deferMs: 60_000 })
+  unsettled.seed(seeds)
+  change('default/svc-ud1', 'kubernetes.io/hostname')
+  watch.refilter()
+  unsettled.refilter()
+  const bookmark = Buffer.from(JSON.stringify({ type: 'BOOKMARK', object: { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', metadata: { resourceVersion: '230' } } }) + '\n')
+  t.same(queue.shift()!(), [], 'the settled watch waits for the stream to move on')
+  t.same(queue.shift()!(), [])
+  const settledOut = watch.take(bookmark).slice(1).map(f => JSON.parse(f.toString()))
+  t.same(settledOut.map(e => [e.type, e.object.metadata.name]), [['MODIFIED', 'svc-ud1-abcde']], 'the settled watch tells its client of the one slice the change filters differently')
+  t.same(unsettled.take(bookmark).slice(1), [], 'the unsettled one has nothing to tell')
+})
+
+t.test('a seeded object a filter may drop: the client is taken to have it only if the filters keep it', async t => {
+  const provider: TopologyProvider = { known: true, nodePool: '', context: () => recordedContext('kind-worker2'), annotationOf: () => undefined }
+  const registry = new FilterRegistry(provider, { enabled: ['discardcloudservice', 'servicetopology'], components: { discardcloudservice: ['kube-proxy'], servicetopology: ['kube-proxy'] } }, pino({ level: 'silent' }))
+  const filter = registry.forRequest(classify('GET', '/api/v1/services?watch=true', 'kube-proxy/v1.24.0'))!
+  t.equal(filter.mayDrop('Service'), true, 'discardcloudservice drops Services')
+  t.equal(registry.forRequest(sliceWatch())!.mayDrop('EndpointSlice'), false, 'service topology never drops a slice')
+  const service = (name: string, discard: boolean, rv: string) => ({
+    kind: 'Service', apiVersion: 'v1',
+    metadata: { name, namespace: 'default', resourceVersion: rv, ...(discard ? { annotations: { 'svc.openyurt.io/discard': 'true' } } : {}) },
+    spec: { type: 'LoadBalancer', ports: [{ port: 80 }] },
+  })
+  const cached = (object: any): CachedObject => ({ apiVersion: 'v1', kind: 'Service', namespace: 'default', name: object.metadata.name, resourceVersion: object.metadata.resourceVersion, format: 'json', body: Buffer.from(JSON.stringify(object)) })
+  const watch = new FilteredWatch('json', filter, () => {}, { startResourceVersion: '10' })
+  watch.seed([cached(service('cloud', true, '5')), cached(service('edge', false, '6'))])
+  const event = (type: string, object: any) => watch.take(Buffer.from(JSON.stringify({ type, object }) + '\n')).map(f => JSON.parse(f.toString()))
+  t.same(event('MODIFIED', service('cloud', false, '11')).map(e => e.type), ['ADDED'], 'the client never had the cloud-only Service: now it is kept, it is news')
+  t.same(event('MODIFIED', service('edge', true, '12')).map(e => [e.type, e.object.metadata.resourceVersion]), [['DELETED', '12']], 'the client had the edge one: now dropped, it is told it is gone')
 })

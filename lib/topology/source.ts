@@ -75,7 +75,7 @@ const sameLabels = (a: Record<string, string> | undefined, b: Record<string, str
   return ka.length === kb.length && ka.every(k => a![k] === b?.[k])
 }
 
-/** Emits 'change' (coalesced, at most once per tick) when anything the topology filter reads changed. */
+/** Emits 'change' (coalesced, at most once per tick) when anything the topology filter reads changed, and 'beforechange' just before each such change. */
 export class TopologySource extends EventEmitter {
   private readonly nodeLabels = new Map<string, Record<string, string>>()
   private readonly annotations = new Map<string, string>()
@@ -128,6 +128,15 @@ export class TopologySource extends EventEmitter {
     return this.annotations.get(`${namespace}/${service}`)
   }
 
+  /**
+   * Emits 'beforechange' synchronously, just before the first change of what the filter reads
+   * (then 'change', coalesced, after it): open filtered watches work out what their clients were
+   * shown while it still reads as it did (FilteredWatch.settle).
+   */
+  private beforeChange(): void {
+    this.emit('beforechange')
+  }
+
   private changed(): void {
     this.stats.changes++
     if (this.changePending) return
@@ -164,15 +173,22 @@ export class TopologySource extends EventEmitter {
   private readonly nodes = this.target(
     'nodes',
     items => {
-      const before = new Map(this.nodeLabels)
+      const after = new Map(items.map(item => [item.name, item.labels]))
+      const differs = after.size !== this.nodeLabels.size || [...after].some(([name, labels]) => !sameLabels(labels, this.nodeLabels.get(name)))
+      if (differs) this.beforeChange()
       this.nodeLabels.clear()
-      for (const item of items) this.nodeLabels.set(item.name, item.labels)
-      return before.size !== this.nodeLabels.size || [...before].some(([name, labels]) => !sameLabels(labels, this.nodeLabels.get(name)))
+      for (const [name, labels] of after) this.nodeLabels.set(name, labels)
+      return differs
     },
     (type, item) => {
-      if (type === 'DELETED') return this.nodeLabels.delete(item.name)
+      if (type === 'DELETED') {
+        if (!this.nodeLabels.has(item.name)) return false
+        this.beforeChange()
+        return this.nodeLabels.delete(item.name)
+      }
       const before = this.nodeLabels.get(item.name)
       if (before !== undefined && sameLabels(before, item.labels)) return false // a heartbeat: nothing the filter reads
+      this.beforeChange()
       this.nodeLabels.set(item.name, item.labels)
       return true
     },
@@ -181,21 +197,26 @@ export class TopologySource extends EventEmitter {
   private readonly services = this.target(
     'services',
     items => {
-      const before = new Map(this.annotations)
-      this.annotations.clear()
+      const after = new Map<string, string>()
       for (const item of items) {
         const value = item.annotations[topologyAnnotation]
-        if (value !== undefined) this.annotations.set(`${item.namespace}/${item.name}`, value)
+        if (value !== undefined) after.set(`${item.namespace}/${item.name}`, value)
       }
-      return before.size !== this.annotations.size || [...before].some(([k, v]) => this.annotations.get(k) !== v)
+      const differs = after.size !== this.annotations.size || [...after].some(([k, v]) => this.annotations.get(k) !== v)
+      if (differs) this.beforeChange()
+      this.annotations.clear()
+      for (const [k, v] of after) this.annotations.set(k, v)
+      return differs
     },
     (type, item) => {
       const key = `${item.namespace}/${item.name}`
       const before = this.annotations.get(key)
       const after = type === 'DELETED' ? undefined : item.annotations[topologyAnnotation]
+      if (before === after) return false
+      this.beforeChange()
       if (after === undefined) this.annotations.delete(key)
       else this.annotations.set(key, after)
-      return before !== after
+      return true
     },
   )
 

@@ -28,8 +28,12 @@ interface Tracked {
   kind: string
   /** JSON text of the object, or its raw protobuf message */
   unfiltered: Buffer
-  /** the same, filtered, as last sent; null: the filters drop it, the client does not have it */
-  sent: Buffer | null
+  /**
+   * the same, filtered, as last sent; null: the filters drop it, the client does not have it;
+   * undefined: seeded and not filtered yet, so what the filters make of `unfiltered` while nothing
+   * they read has changed (settle() fills it in before anything does)
+   */
+  sent: Buffer | null | undefined
   /** the resourceVersion the client holds for it */
   sentVersion: bigint
   /** send: its filtered form changed and the client does not have it; resend: sent at a version the client already held */
@@ -83,18 +87,40 @@ export class FilteredWatch {
     this.highWater = numericVersion(options.startResourceVersion ?? '')
   }
 
-  private track(key: string, apiVersion: string, kind: string, unfiltered: Buffer, sent: Buffer | null, version: bigint): void {
+  private track(key: string, apiVersion: string, kind: string, unfiltered: Buffer, sent: Buffer | null | undefined, version: bigint): void {
     this.objects.set(key, { apiVersion, kind, unfiltered, sent, sentVersion: version, needs: undefined })
     this.pending.delete(key)
   }
 
-  /** The objects the client already has (from its list). */
+  /**
+   * The objects the client already has (from its list). Their filtered form is worked out when it
+   * is first needed, not here: a watch that follows a list of 10,000 slices would filter them all
+   * again before its first event, and hold a filtered copy of each that no event may ever ask for.
+   */
   seed(objects: CachedObject[]): void {
     for (const object of objects) {
       if (object.format !== this.format) continue
-      const sent = this.filter.object(this.format, object.apiVersion, object.kind, object.body)
-      this.track(`${object.namespace}/${object.name}`, object.apiVersion, object.kind, object.body, sent, numericVersion(object.resourceVersion))
+      this.track(`${object.namespace}/${object.name}`, object.apiVersion, object.kind, object.body, undefined, numericVersion(object.resourceVersion))
     }
+  }
+
+  /**
+   * What the filters read is about to change: seeded objects get their filtered form now, while it
+   * is still the one the client was shown (the re-filter that follows compares against it).
+   */
+  settle(): void {
+    for (const tracked of this.objects.values()) if (tracked.sent === undefined) this.sentOf(tracked)
+  }
+
+  /** Whether the client has the object; a seeded one is filtered to tell only if the filters may drop it. */
+  private shown(tracked: Tracked): boolean {
+    if (tracked.sent === undefined && !this.filter.mayDrop(tracked.kind)) return true
+    return this.sentOf(tracked) !== null
+  }
+
+  private sentOf(tracked: Tracked): Buffer | null {
+    if (tracked.sent === undefined) tracked.sent = this.filter.object(this.format, tracked.apiVersion, tracked.kind, tracked.unfiltered)
+    return tracked.sent
   }
 
   /**
@@ -136,7 +162,7 @@ export class FilteredWatch {
     // an ADDED is news to the client whatever the tracker was seeded with (a seed may be newer than
     // the version the watch started from); otherwise the client has what it was last shown, and
     // an object the tracker never saw it has if the apiserver says so (a MODIFIED or a DELETED)
-    const clientHas = event.type === 'ADDED' ? false : held ? held.sent !== null : true
+    const clientHas = event.type === 'ADDED' ? false : held ? this.shown(held) : true
     const out: Buffer[] = []
     if (event.type === 'DELETED') {
       this.objects.delete(event.key)
@@ -170,7 +196,7 @@ export class FilteredWatch {
       this.queued = false
       for (const [key, tracked] of this.objects) {
         if (tracked.needs === 'send') continue
-        if (same(this.filter.object(this.format, tracked.apiVersion, tracked.kind, tracked.unfiltered), tracked.sent)) continue
+        if (same(this.filter.object(this.format, tracked.apiVersion, tracked.kind, tracked.unfiltered), this.sentOf(tracked))) continue
         tracked.needs = 'send'
         this.pending.add(key)
       }
@@ -186,15 +212,16 @@ export class FilteredWatch {
     const out: Buffer[] = []
     const send = (tracked: Tracked, filtered: Buffer | null) => {
       // what the client is told: it changed, it appeared (no longer dropped), or it is gone (dropped now)
-      const shown = filtered ?? tracked.sent
-      const type = filtered === null ? 'DELETED' : tracked.sent === null ? 'ADDED' : 'MODIFIED'
+      const before = this.sentOf(tracked)
+      const shown = filtered ?? before
+      const type = filtered === null ? 'DELETED' : before === null ? 'ADDED' : 'MODIFIED'
       tracked.sent = filtered
       if (shown) out.push(this.eventFrame(type, tracked.apiVersion, tracked.kind, this.stamped(shown, tracked.sentVersion)))
     }
     for (const key of [...this.pending]) {
       const tracked = this.objects.get(key)!
       const filtered = this.filter.object(this.format, tracked.apiVersion, tracked.kind, tracked.unfiltered)
-      if (tracked.needs === 'send' && same(filtered, tracked.sent)) {
+      if (tracked.needs === 'send' && same(filtered, this.sentOf(tracked))) {
         tracked.needs = undefined // changed back before it went out
         this.pending.delete(key)
       } else if (this.highWater > tracked.sentVersion) {
@@ -331,6 +358,11 @@ export class FilteredWatches {
       this.watches.delete(watch)
       watch.close()
     }
+  }
+
+  /** What the filters read is about to change (FilteredWatch.settle). */
+  settleAll(): void {
+    for (const watch of this.watches) watch.settle()
   }
 
   /** Queues a re-filter in every open filtered watch; returns how many watches were told. */

@@ -14,6 +14,7 @@ import { scopeOf } from '../cache/recorder.ts'
 import type { ParsedScope } from '../cache/scope.ts'
 import { describeScope } from '../cache/scope.ts'
 import { WatchCache } from './cache.ts'
+import type { CacheListener } from './cache.ts'
 import { Reflector, jsonAccept, protobufAccept } from './reflector.ts'
 
 export interface WatchCachesOptions {
@@ -153,10 +154,19 @@ export class WatchCaches {
 
   /** Every cache's watchers are re-filtered (the topology changed). */
   refilterAll(): number {
+    return this.eachWatcher(watcher => watcher.refilter?.())
+  }
+
+  /** The topology is about to change: every cache's filtered watchers settle what they were shown. */
+  settleAll(): void {
+    this.eachWatcher(watcher => watcher.settle?.())
+  }
+
+  private eachWatcher(act: (watcher: CacheListener) => void): number {
     let watchers = 0
     for (const { cache } of this.caches.values()) {
       for (const listener of cache.listeners) {
-        ;(listener as { refilter?: () => void }).refilter?.()
+        act(listener)
         watchers++
       }
     }

@@ -124,6 +124,11 @@ export class CacheWatcher implements CacheListener {
     this.write(this.tracker.advance(resourceVersion))
   }
 
+  /** The topology is about to change: what this client was shown is worked out first (FilteredWatch.settle). */
+  settle(): void {
+    this.tracker?.settle()
+  }
+
   /** The topology changed: this client's objects are filtered again at their turn. */
   refilter(): void {
     this.tracker?.refilter()
