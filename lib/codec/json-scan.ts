@@ -304,5 +304,10 @@ export function withTypeMeta(object: Buffer, kind: string, apiVersion: string): 
   if (object[open] !== OPEN_BRACE) throw new JsonScanError('object expected', open)
   const rest = skipSpace(object, open + 1, object.length)
   const head = `{"kind":${JSON.stringify(kind)},"apiVersion":${JSON.stringify(apiVersion)}${object[rest] === CLOSE_BRACE ? '' : ','}`
-  return Buffer.concat([Buffer.from(head), object.subarray(open + 1)])
+  // one allocation, the head written straight into it (not a Buffer of its own, then a concat)
+  const headLength = Buffer.byteLength(head)
+  const out = Buffer.allocUnsafe(headLength + object.length - open - 1)
+  out.write(head, 0, headLength)
+  object.copy(out, headLength, open + 1)
+  return out
 }
