@@ -76,6 +76,8 @@ export class FilteredWatch {
   /** keys of objects that need an event */
   private readonly pending = new Set<string>()
   private deferTimer: NodeJS.Timeout | undefined
+  /** some seeded object may not be filtered yet (settle() has work to do) */
+  private unsettled = false
 
   constructor(
     private readonly format: WireFormat,
@@ -101,6 +103,7 @@ export class FilteredWatch {
     for (const object of objects) {
       if (object.format !== this.format) continue
       this.track(`${object.namespace}/${object.name}`, object.apiVersion, object.kind, object.body, undefined, numericVersion(object.resourceVersion))
+      this.unsettled = true
     }
   }
 
@@ -109,11 +112,13 @@ export class FilteredWatch {
    * is still the one the client was shown (the re-filter that follows compares against it).
    */
   settle(): void {
+    if (!this.unsettled) return // the topology source says so before every change: most find nothing to do
     for (const tracked of this.objects.values()) if (tracked.sent === undefined) this.sentOf(tracked)
+    this.unsettled = false
   }
 
   /** Whether the client has the object; a seeded one is filtered to tell only if the filters may drop it. */
-  private shown(tracked: Tracked): boolean {
+  private clientHas(tracked: Tracked): boolean {
     if (tracked.sent === undefined && !this.filter.mayDrop(tracked.kind)) return true
     return this.sentOf(tracked) !== null
   }
@@ -162,7 +167,7 @@ export class FilteredWatch {
     // an ADDED is news to the client whatever the tracker was seeded with (a seed may be newer than
     // the version the watch started from); otherwise the client has what it was last shown, and
     // an object the tracker never saw it has if the apiserver says so (a MODIFIED or a DELETED)
-    const clientHas = event.type === 'ADDED' ? false : held ? this.shown(held) : true
+    const clientHas = event.type === 'ADDED' ? false : held ? this.clientHas(held) : true
     const out: Buffer[] = []
     if (event.type === 'DELETED') {
       this.objects.delete(event.key)
