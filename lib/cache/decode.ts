@@ -2,7 +2,8 @@
 // decoded: Tables and metadata-only answers (`;as=…` in the Content-Type) are views, not objects.
 import type { CachedObject, WireFormat } from './types.ts'
 import { initialEventsEndAnnotation } from './bookmark.ts'
-import { eachElement, eachMember, memberRanges, objectMembers, skipValue, stringAt, watchEventRanges, withTypeMeta } from '../codec/json-scan.ts'
+import { eachElement, eachMember, internedStringAt, memberRanges, objectMembers, skipValue, watchEventRanges, withTypeMeta } from '../codec/json-scan.ts'
+import { interned } from '../codec/intern.ts'
 import type { Range } from '../codec/json-scan.ts'
 import { decodeUnknown, decodeWatchEvent, isProtobuf, objectMeta, splitList } from '../codec/protobuf.ts'
 
@@ -42,21 +43,27 @@ function fromJsonMembers(buf: Buffer, start: number, end: number, members: Reado
   return {
     apiVersion,
     kind,
-    namespace: meta.namespace ?? '',
+    namespace: interned(meta.namespace ?? ''),
     name: meta.name,
     resourceVersion: meta.resourceVersion ?? '',
     format: 'json',
     body: typed ? Buffer.from(raw) : withTypeMeta(raw, kind, apiVersion),
-    labels: meta.labels ?? {},
+    labels: internedValues(meta.labels),
   }
+}
+
+/** Labels as the index keeps them: JSON.parse shares their keys already, not their values. */
+function internedValues(labels: Record<string, string> | undefined): Record<string, string> {
+  if (!labels) return {}
+  if (typeof labels !== 'object' || Array.isArray(labels)) return labels // not labels: as the apiserver sent them
+  for (const key in labels) if (typeof labels[key] === 'string') labels[key] = interned(labels[key])
+  return labels
 }
 
 /** A top-level string member's value ('' when absent or not a string). */
 function stringMember(buf: Buffer, members: ReadonlyMap<string, Range>, name: string): string {
   const range = members.get(name)
-  if (!range) return ''
-  const value = JSON.parse(buf.toString('utf8', range.start, range.end)) as unknown
-  return typeof value === 'string' ? value : ''
+  return (range && internedStringAt(buf, range.start, range.end)) ?? ''
 }
 
 function fromProtobufRaw(raw: Buffer, kind: string, apiVersion: string): CachedObject {
@@ -157,7 +164,7 @@ export function decodeEvent(format: WireFormat, frame: Buffer): DecodedEvent {
     return { type: event.type, object: decodeObject('protobuf', event.object) }
   }
   const { type: typeRange, object, inner } = watchEventRanges(frame, typeMembers)
-  const type = stringAt(frame, typeRange) ?? ''
+  const type = (typeRange && internedStringAt(frame, typeRange.start, typeRange.end)) ?? ''
   if (type === 'ERROR' || !object) return { type }
   if (type === 'BOOKMARK') {
     const metaRange = inner.get('metadata')

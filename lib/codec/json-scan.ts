@@ -4,6 +4,8 @@
 // nothing else, but it costs a serialization per object and changes what the client is shown).
 // Only structure is read: strings are skipped with their escapes, numbers and literals as runs.
 
+import { internedAscii } from './intern.ts'
+
 const QUOTE = 0x22
 const BACKSLASH = 0x5c
 const OPEN_BRACE = 0x7b
@@ -227,38 +229,15 @@ export function stringAt(buf: Buffer, range: Range | undefined): string | undefi
   return buf.toString(ascii ? 'latin1' : 'utf8', range.start + 1, range.end - 1)
 }
 
-/** ASCII strings read by internedStringAt, by a hash of their bytes */
-const interned = new Map<number, string>()
-const maxInterned = 10_000
-
 /**
- * stringAt for values that repeat across many objects (node names and zones of a cluster's
- * endpoints): a plain ASCII string seen before is found by a hash of its bytes, not decoded again.
- * A hash collision is checked for and decoded as stringAt would. The value is at
- * valueStart..valueEnd, quotes included (positions, not a Range: no object per read).
+ * stringAt for values that repeat across many objects (kinds, namespaces, label values, node names
+ * and zones of a cluster's endpoints): a plain ASCII string seen before is the same string, not
+ * decoded again (./intern.ts). The value is at valueStart..valueEnd, quotes included (positions,
+ * not a Range: no object per read).
  */
 export function internedStringAt(buf: Buffer, valueStart: number, valueEnd: number): string | undefined {
   if (buf[valueStart] !== QUOTE) return undefined
-  const start = valueStart + 1
-  const end = valueEnd - 1
-  let hash = 0x811c9dc5
-  for (let i = start; i < end; i++) {
-    const c = buf[i]
-    if (c === BACKSLASH || c > 0x7f) return stringAt(buf, { start: valueStart, end: valueEnd })
-    hash = Math.imul(hash ^ c, 0x01000193)
-  }
-  const known = interned.get(hash)
-  if (known !== undefined && known.length === end - start) {
-    let i = 0
-    while (i < known.length && known.charCodeAt(i) === buf[start + i]) i++
-    if (i === known.length) return known
-  }
-  const value = buf.toString('latin1', start, end)
-  if (known === undefined) {
-    if (interned.size >= maxInterned) interned.clear()
-    interned.set(hash, value)
-  }
-  return value
+  return internedAscii(buf, valueStart + 1, valueEnd - 1) ?? stringAt(buf, { start: valueStart, end: valueEnd })
 }
 
 /** Whether the value at `range` is an object ({…}). */

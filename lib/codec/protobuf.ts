@@ -41,8 +41,8 @@ export function decodeUnknown(body: Buffer): Unknown {
         r.expect(WIRE_LEN)
         const t = new FieldReader(body, r.start, r.end)
         while (t.next()) {
-          if (t.field === 1) u.apiVersion = t.string()
-          else if (t.field === 2) u.kind = t.string()
+          if (t.field === 1) u.apiVersion = t.internedString()
+          else if (t.field === 2) u.kind = t.internedString()
         }
         break
       }
@@ -165,7 +165,7 @@ export function objectMeta(raw: Buffer): ObjectMetaSummary {
           s.name = m.string()
           break
         case 3:
-          s.namespace = m.string()
+          s.namespace = m.internedString()
           break
         case 5:
           s.uid = m.string()
@@ -197,8 +197,8 @@ function readMapEntry(m: FieldReader, into: Record<string, string>): void {
   let key = ''
   let value = ''
   while (e.next()) {
-    if (e.field === 1) key = e.string()
-    else if (e.field === 2) value = e.string()
+    if (e.field === 1) key = e.internedString()
+    else if (e.field === 2) value = e.internedString()
   }
   if (key === '__proto__') Object.defineProperty(into, key, { value, enumerable: true, writable: true, configurable: true })
   else into[key] = value
@@ -273,7 +273,7 @@ export function decodeWatchEvent(frame: Buffer): WatchEventParts {
   const event: WatchEventParts = { type: '', object: emptyBuffer }
   const r = new FieldReader(frame, 4)
   while (r.next()) {
-    if (r.field === 1) event.type = r.string()
+    if (r.field === 1) event.type = r.internedString()
     else if (r.field === 2) {
       r.expect(WIRE_LEN)
       const x = new FieldReader(frame, r.start, r.end)

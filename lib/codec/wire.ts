@@ -2,6 +2,8 @@
 // Decoding never reads past its window and never allocates per byte; every malformed input ends in
 // a ProtobufError (never a RangeError, never a loop that does not advance).
 
+import { internedAscii } from './intern.ts'
+
 export class ProtobufError extends Error {
   constructor(message: string) {
     super(message)
@@ -89,6 +91,12 @@ export class FieldReader {
   string(): string {
     this.expect(WIRE_LEN)
     return this.start === this.end ? '' : this.buf.toString('utf8', this.start, this.end)
+  }
+
+  /** string() for values that recur across objects (kinds, namespaces, labels): one string per value (./intern.ts). */
+  internedString(): string {
+    this.expect(WIRE_LEN)
+    return internedAscii(this.buf, this.start, this.end) ?? this.buf.toString('utf8', this.start, this.end)
   }
 
   /** The payload of a length-delimited field, as a subarray (no copy). */
