@@ -37,8 +37,10 @@ t.test('the hub sets the factor to 1 + heapGrowingPercent / 100', async t => {
   t.ok(factors.every(f => Number(f) === 1 + heapGrowingPercent / 100), `factors ${factors.join(', ')}`)
 })
 
-t.test("a value on node's command line wins", async t => {
-  const { returned, factors } = run(['--heap-growing-percent=60'])
-  t.equal(returned, 'undefined', 'the hub set nothing')
-  t.ok(factors.length > 0 && factors.every(f => f === '1.6'), `factors ${factors.join(', ')}`)
+t.test("a value on node's command line wins, spelled with '-' or '_'", async t => {
+  for (const given of ['--heap-growing-percent=60', '--heap_growing_percent=60']) {
+    const { returned, factors } = run([given])
+    t.equal(returned, 'undefined', `${given}: the hub set nothing`)
+    t.ok(factors.length > 0 && factors.every(f => f === '1.6'), `${given}: factors ${factors.join(', ')}`)
+  }
 })

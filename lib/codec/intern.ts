@@ -25,13 +25,11 @@ export function interned(value: string): string {
 
 /**
  * buf[start..end) as a string, the table's when the bytes are a value it holds. Undefined when the
- * bytes are not plain printable ASCII (the caller decodes them as UTF-8, or unescapes them).
+ * bytes are not plain ASCII, or longer than the table keeps: the caller decodes them (as UTF-8, or
+ * unescaping them) as it would any other string.
  */
 export function internedAscii(buf: Buffer, start: number, end: number): string | undefined {
-  if (end - start > maxLength) {
-    for (let i = start; i < end; i++) if (buf[i] > 0x7f || buf[i] === 0x5c) return undefined
-    return buf.toString('latin1', start, end)
-  }
+  if (end - start > maxLength) return undefined
   let hash = 0x811c9dc5
   for (let i = start; i < end; i++) {
     const c = buf[i]
