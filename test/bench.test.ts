@@ -13,7 +13,7 @@ const root = fileURLToPath(new URL('..', import.meta.url))
 
 /** every row the bench prints, by id */
 const expectedRows = [
-  'get.throughput', 'get.added-p99', 'get.cached',
+  'get.throughput', 'get.added-p99', 'get.cached', 'get.floor',
   'list.json.first', 'list.json.relist', 'list.json.pass-through',
   'list.protobuf.first', 'list.protobuf.relist', 'list.protobuf.pass-through',
   'watch.json.recorded', 'watch.json.pass-through', 'watch.protobuf.recorded', 'watch.protobuf.pass-through',

@@ -7,7 +7,7 @@ import { fastify } from 'fastify'
 import { Pool } from 'undici'
 
 const [upstream, port] = process.argv.slice(2)
-const pool = new Pool(upstream, { connections: 8 })
+const pool = new Pool(upstream, { connections: null }) // as the hub's pools: a connection per request in flight
 const app = fastify({ logger: { level: 'warn' } })
 app.removeAllContentTypeParsers()
 app.addContentTypeParser('*', (_request, payload, done) => done(null, payload))

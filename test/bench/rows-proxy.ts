@@ -3,7 +3,7 @@
 // measured in the same run, interleaved where rounds repeat.
 import { Agent } from 'undici'
 import type { Context } from './context.ts'
-import { HubProcess, withCpu } from './processes.ts'
+import { FloorProcess, HubProcess, withCpu } from './processes.ts'
 import { clientHeaders, closedLoop, median, openWatch, passThroughHeaders, percentile, protobufType, sequentialLatencies, timedList, userAgents } from './load.ts'
 import type { Format, Listed } from './load.ts'
 import { figureRow, guarded, naRow, ratioRow } from './report.ts'
@@ -25,24 +25,35 @@ interface Loop {
 }
 
 export async function getRows(ctx: Context, hub: HubProcess): Promise<Row[]> {
+  const floor = await FloorProcess.start(ctx.sim.url)
+  try {
+    return await getRowsWith(ctx, hub, floor)
+  } finally {
+    await floor.stop()
+  }
+}
+
+async function getRowsWith(ctx: Context, hub: HubProcess, floor: FloorProcess): Promise<Row[]> {
   const { counts, sim } = ctx
   const conns = 50
   const direct = sim.url + smallConfigMapPath
   const via = hub.url + smallConfigMapPath
+  const bare = floor.url + smallConfigMapPath
   const uncached = clientHeaders(userAgents.kubectl, 'json')
   const cached = clientHeaders(userAgents.kubelet, 'json')
   const ms = counts.getSeconds * 1000
-  for (const [url, headers] of [[direct, uncached], [via, uncached], [via, cached]] as const) await closedLoop(url, headers, conns, Math.min(ms, 500)) // warm-up
-  const pids = [sim.pid, hub.pid, process.pid]
-  const runs = { direct: [] as Loop[], hub: [] as Loop[], cached: [] as Loop[] }
-  const loop = async (url: string, headers: Record<string, string>): Promise<Loop> => {
-    const { result, cpuMs } = await withCpu(pids, () => closedLoop(url, headers, conns, ms))
+  for (const [url, headers] of [[direct, uncached], [via, uncached], [via, cached], [bare, uncached]] as const) await closedLoop(url, headers, conns, Math.min(ms, 500)) // warm-up
+  const runs = { direct: [] as Loop[], hub: [] as Loop[], cached: [] as Loop[], floor: [] as Loop[] }
+  // the CPU of the simulator, the proxy in the path (the hub, or the floor proxy) and the load generator
+  const loop = async (url: string, headers: Record<string, string>, proxyPid = hub.pid): Promise<Loop> => {
+    const { result, cpuMs } = await withCpu([sim.pid, proxyPid, process.pid], () => closedLoop(url, headers, conns, ms))
     return { ...result, cpuMs }
   }
   for (let round = 0; round < counts.getRounds; round++) {
     runs.direct.push(await loop(direct, uncached))
     runs.hub.push(await loop(via, uncached))
     runs.cached.push(await loop(via, cached))
+    runs.floor.push(await loop(bare, uncached, floor.pid))
   }
   const rate = (r: Loop[]) => median(r.map(l => l.perSecond))
   const p99At = (r: Loop[]) => percentile(r.flatMap(l => l.latencies), 99).toFixed(2)
@@ -75,6 +86,11 @@ export async function getRows(ctx: Context, hub: HubProcess): Promise<Row[]> {
       { id: 'get.cached', name: `GET ConfigMap, ${conns} conns: cached (kubelet) vs uncached (kubectl)`, unit: 'req/s', baselineLabel: 'uncached',
         note: `both through the hub (kubelet's answers recorded before they are sent); CPU µs per request (simulator / hub / load generator): uncached ${cpu(runs.hub)}, cached ${cpu(runs.cached)}` },
       rate(runs.hub), rate(runs.cached), 'higher', 0.9,
+    ),
+    ratioRow(
+      { id: 'get.floor', name: `GET ConfigMap, ${conns} conns: the floor of the hub's stack (a bare fastify + undici proxy) vs direct`, unit: 'req/s', baselineLabel: 'direct',
+        note: `test/bench/floor-proxy.mjs, interleaved with the rows above: a proxy that only forwards, on the hub's libraries and this box (the hub gets ${(rate(runs.hub) / rate(runs.floor)).toFixed(2)}x the floor); CPU µs per request (simulator / floor proxy / load generator): ${cpu(runs.floor)}` },
+      rate(runs.direct), rate(runs.floor), 'higher',
     ),
   ]
 }
