@@ -1,7 +1,8 @@
-// The memory floor of the hub's stack: the least a pass-through proxy on fastify and undici (the
-// libraries the hub is built on) holds, with no cache, filters or metrics. The bench runs it with
-// the static pod's runtime environment, as it runs the built hub, and sets the idle hub's RSS
-// beside its own. Plain JavaScript, so that nothing (tsx, a compiler) runs in it but the stack.
+// The floor of the hub's stack: a pass-through proxy on fastify and undici (the libraries the hub
+// is built on) with no cache, filters or metrics. The bench runs it with the static pod's runtime
+// environment, as it runs the built hub, and sets beside the hub's its idle RSS (the least the
+// stack holds) and its GET throughput (what a proxy that only forwards gets on the same box).
+// Plain JavaScript, so that nothing (tsx, a compiler) runs in it but the stack.
 // Usage: node floor-proxy.mjs <upstream url> <port>; prints "listening" once it serves.
 import { fastify } from 'fastify'
 import { Pool } from 'undici'

@@ -142,8 +142,8 @@ export async function withCpu<T>(pids: number[], measure: () => Promise<T>): Pro
 }
 
 /**
- * test/bench/floor-proxy.mjs: a bare fastify + undici pass-through proxy, the memory floor of the
- * hub's stack, run with the static pod's runtime environment as the hub is.
+ * test/bench/floor-proxy.mjs: a bare fastify + undici pass-through proxy, the floor of the hub's
+ * stack (idle RSS, GET throughput), run with the static pod's runtime environment as the hub is.
  */
 export class FloorProcess {
   private constructor(
