@@ -1,10 +1,10 @@
 // The outpost command: flags and environment → HubConfig → start. With no apiserver given it
 // runs the demo: the embedded apiserver simulator with a three-pool cluster behind the hub.
+import './gc-settings.ts'
 import { mkdtempSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { parseFlags, usage, UsageError } from './flags.ts'
-import { tuneHeapGrowth } from './heap.ts'
 import { shutdownHandler } from './shutdown.ts'
 import { startHub } from '../lib/hub.ts'
 import type { Hub } from '../lib/hub.ts'
@@ -27,7 +27,6 @@ function demoBanner(proxyUrl: string, https?: { url: string; ca: string }): stri
 }
 
 async function main(): Promise<void> {
-  tuneHeapGrowth(process.execArgv)
   let config: HubConfig
   try {
     const parsed = parseFlags(process.argv.slice(2), process.env)
