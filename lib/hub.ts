@@ -149,11 +149,15 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     observer: metrics,
   })
   metrics.observeWatchCaches(() => watchCaches.describe())
-  topology.on('beforechange', () => {
+  const settleAll = () => {
     filteredWatches.settleAll()
     watchCaches.settleAll()
-  })
+  }
+  // what a filtered watch was shown is worked out before anything the filters read changes: the
+  // topology source's own state (live), and the context the filters took from it (until invalidated)
+  topology.on('beforechange', settleAll)
   topology.on('change', () => {
+    settleAll() // events filtered since the first change were shown with the context about to go
     filters.invalidate() // first: the re-filters below read the new context
     const watches = filteredWatches.refilterAll() + watchCaches.refilterAll()
     log.info({ pool: topology.nodePool, watches }, 'topology changed')

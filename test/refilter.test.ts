@@ -44,6 +44,7 @@ t.test('protobuf frames: filtered once, tracked, and re-filtered when an annotat
     newest = Math.max(newest, Number(objectMeta(Buffer.from(decodeUnknown(decodeWatchEvent(frame).object).raw)).resourceVersion))
   }
 
+  watch.settle() // as the hub does on the topology's 'beforechange'
   change('default/svc-ud1', 'kubernetes.io/hostname')
   watch.refilter()
   watch.refilter()
@@ -165,6 +166,41 @@ t.test('a seed is filtered when it is first needed, as it read before the change
   const settledOut = watch.take(bookmark).slice(1).map(f => JSON.parse(f.toString()))
   t.same(settledOut.map(e => [e.type, e.object.metadata.name]), [['MODIFIED', 'svc-ud1-abcde']], 'the settled watch tells its client of the one slice the change filters differently')
   t.same(unsettled.take(bookmark).slice(1), [], 'the unsettled one has nothing to tell')
+})
+
+t.test('what an event was shown is not kept, and is worked out again as it read before the context changes', async t => {
+  let context = recordedContext('kind-worker2')
+  const annotations = recordedAnnotations()
+  const provider: TopologyProvider = { known: true, nodePool: '', context: () => context, annotationOf: (ns, name) => annotations.get(`${ns}/${name}`) }
+  const registry = new FilterRegistry(provider, { enabled: ['servicetopology'], components: { servicetopology: ['kube-proxy'] } }, pino({ level: 'silent' }))
+  const filter = registry.forRequest(sliceWatch())!
+  const ran = () => registry.tallies().find(r => r.name === 'servicetopology')!.ran
+  const original = fixtureJson('list-endpointslices.json').items.find((s: any) => s.metadata.name === 'svc-ud1-abcde')
+  t.equal(annotations.get('default/svc-ud1'), 'openyurt.io/nodepool', 'the slice is filtered to its pool')
+  const frame = (rv: string) => Buffer.from(JSON.stringify({ type: 'MODIFIED', object: { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', ...original, metadata: { ...original.metadata, resourceVersion: rv } } }) + '\n')
+  const addresses = (out: Buffer) => JSON.parse(out.toString()).object.endpoints.map((e: any) => e.addresses[0]).sort()
+  const queue: (() => Buffer[])[] = []
+  const watch = new FilteredWatch('json', filter, produce => queue.push(produce), { startResourceVersion: '200', deferMs: 60_000 })
+
+  const [first] = watch.take(frame('210'))
+  t.same(addresses(first), ['10.244.1.3', '10.244.3.2'], 'shanghai: kind-worker2 and kind-worker3')
+  const afterEvent = ran()
+  watch.settle() // 'beforechange': kind-worker is about to join the pool
+  t.equal(ran(), afterEvent + 1, 'the filtered form was not kept: settle() works it out again')
+  context = recordedContext('kind-worker2', { 'kind-worker': { 'apps.openyurt.io/nodepool': 'shanghai' } })
+  // an event between the change and the filters' taking of the new context is shown as before
+  const [between] = watch.take(frame('220'))
+  t.same(addresses(between), ['10.244.1.3', '10.244.3.2'], 'the filters still read the context they took')
+  // 'change', as the hub wires it: settle, then the filters read the new context, then the re-filter
+  watch.settle()
+  registry.invalidate()
+  watch.refilter()
+  t.same(queue.shift()!(), [], 'version 220 is the newest the stream has delivered: the event waits')
+  const bookmark = Buffer.from(JSON.stringify({ type: 'BOOKMARK', object: { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', metadata: { resourceVersion: '230' } } }) + '\n')
+  const out = watch.take(bookmark)
+  t.equal(out.length, 2, 'the BOOKMARK, then the re-filtered slice')
+  t.same(addresses(out[1]), ['10.244.1.3', '10.244.2.2', '10.244.2.3', '10.244.3.2'], "the client gets kind-worker's endpoints too")
+  watch.close()
 })
 
 t.test('a seeded object a filter may drop: the client is taken to have it only if the filters keep it', async t => {

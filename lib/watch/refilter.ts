@@ -30,10 +30,13 @@ interface Tracked {
   unfiltered: Buffer
   /**
    * the same, filtered, as last sent; null: the filters drop it, the client does not have it;
-   * undefined: seeded and not filtered yet, so what the filters make of `unfiltered` while nothing
-   * they read has changed (settle() fills it in before anything does)
+   * undefined: what the filters make of `unfiltered` while nothing they read has changed (seeded
+   * and not filtered yet, or sent as filtered then; settle() fills it in before anything changes),
+   * so a watch holds no filtered copy of the objects it has sent
    */
   sent: Buffer | null | undefined
+  /** `sent` is undefined and the client was sent the object (the filters kept it) */
+  shown: boolean
   /** the resourceVersion the client holds for it */
   sentVersion: bigint
   /** send: its filtered form changed and the client does not have it; resend: sent at a version the client already held */
@@ -89,8 +92,9 @@ export class FilteredWatch {
     this.highWater = numericVersion(options.startResourceVersion ?? '')
   }
 
-  private track(key: string, apiVersion: string, kind: string, unfiltered: Buffer, sent: Buffer | null | undefined, version: bigint): void {
-    this.objects.set(key, { apiVersion, kind, unfiltered, sent, sentVersion: version, needs: undefined })
+  private track(key: string, apiVersion: string, kind: string, unfiltered: Buffer, sent: Buffer | null | undefined, version: bigint, shown = false): void {
+    this.objects.set(key, { apiVersion, kind, unfiltered, sent, shown, sentVersion: version, needs: undefined })
+    if (sent === undefined) this.unsettled = true
     this.pending.delete(key)
   }
 
@@ -103,13 +107,12 @@ export class FilteredWatch {
     for (const object of objects) {
       if (object.format !== this.format) continue
       this.track(`${object.namespace}/${object.name}`, object.apiVersion, object.kind, object.body, undefined, numericVersion(object.resourceVersion))
-      this.unsettled = true
     }
   }
 
   /**
-   * What the filters read is about to change: seeded objects get their filtered form now, while it
-   * is still the one the client was shown (the re-filter that follows compares against it).
+   * What the filters read is about to change: objects whose filtered form is not kept get it now,
+   * while it is still the one the client was shown (the re-filter that follows compares against it).
    */
   settle(): void {
     if (!this.unsettled) return // the topology source says so before every change: most find nothing to do
@@ -117,9 +120,9 @@ export class FilteredWatch {
     this.unsettled = false
   }
 
-  /** Whether the client has the object; a seeded one is filtered to tell only if the filters may drop it. */
+  /** Whether the client has the object; one whose filtered form is not kept is filtered to tell only if it was seeded and the filters may drop it. */
   private clientHas(tracked: Tracked): boolean {
-    if (tracked.sent === undefined && !this.filter.mayDrop(tracked.kind)) return true
+    if (tracked.sent === undefined && (tracked.shown || !this.filter.mayDrop(tracked.kind))) return true
     return this.sentOf(tracked) !== null
   }
 
@@ -177,14 +180,17 @@ export class FilteredWatch {
         // filters drop it now) the form the client was shown, stamped with that version
         const filtered = this.filter.object(this.format, event.apiVersion, event.kind, event.object)
         if (filtered !== null && frame && filtered === event.object) out.push(frame)
-        else out.push(this.eventFrame('DELETED', event.apiVersion, event.kind, filtered ?? this.stamped(held?.sent ?? event.object, event.resourceVersion)))
+        else out.push(this.eventFrame('DELETED', event.apiVersion, event.kind, filtered ?? this.stamped((held && this.sentOf(held)) ?? event.object, event.resourceVersion)))
       }
     } else {
       const filtered = this.filter.object(this.format, event.apiVersion, event.kind, event.object)
-      this.track(event.key, event.apiVersion, event.kind, event.object, filtered, event.resourceVersion)
+      // a filtered form the filters give again on demand is not kept (settle() keeps it when they are about to change)
+      const kept = filtered === null || filtered === event.object ? filtered : undefined
+      this.track(event.key, event.apiVersion, event.kind, event.object, kept, event.resourceVersion, filtered !== null)
       if (filtered === null) {
         // dropped now: a client that was shown it is told it is gone, at this event's version
-        if (clientHas && held?.sent) out.push(this.eventFrame('DELETED', event.apiVersion, event.kind, this.stamped(held.sent, event.resourceVersion)))
+        const shown = clientHas && held ? this.sentOf(held) : null
+        if (shown) out.push(this.eventFrame('DELETED', event.apiVersion, event.kind, this.stamped(shown, event.resourceVersion)))
       } else {
         const type = clientHas ? 'MODIFIED' : 'ADDED'
         out.push(frame && filtered === event.object && type === event.type ? frame : this.eventFrame(type, event.apiVersion, event.kind, filtered))
@@ -221,6 +227,7 @@ export class FilteredWatch {
       const shown = filtered ?? before
       const type = filtered === null ? 'DELETED' : before === null ? 'ADDED' : 'MODIFIED'
       tracked.sent = filtered
+      tracked.shown = false
       if (shown) out.push(this.eventFrame(type, tracked.apiVersion, tracked.kind, this.stamped(shown, tracked.sentVersion)))
     }
     for (const key of [...this.pending]) {
