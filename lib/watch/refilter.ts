@@ -115,7 +115,8 @@ export class FilteredWatch {
    * while it is still the one the client was shown (the re-filter that follows compares against it).
    */
   settle(): void {
-    if (!this.unsettled) return // the topology source says so before every change: most find nothing to do
+    // the topology source says so before every change: only objects seeded or sent since the last one are filtered
+    if (!this.unsettled) return
     for (const tracked of this.objects.values()) if (tracked.sent === undefined) this.sentOf(tracked)
     this.unsettled = false
   }
