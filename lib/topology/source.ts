@@ -129,8 +129,8 @@ export class TopologySource extends EventEmitter {
   }
 
   /**
-   * Emits 'beforechange' synchronously, just before the first change of what the filter reads
-   * (then 'change', coalesced, after it): open filtered watches work out what their clients were
+   * Emits 'beforechange' synchronously, just before each change of what the filter reads (then
+   * 'change', coalesced, after them): open filtered watches work out what their clients were
    * shown while it still reads as it did (FilteredWatch.settle).
    */
   private beforeChange(): void {

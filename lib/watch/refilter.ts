@@ -35,8 +35,6 @@ interface Tracked {
    * so a watch holds no filtered copy of the objects it has sent
    */
   sent: Buffer | null | undefined
-  /** `sent` is undefined and the client was sent the object (the filters kept it) */
-  shown: boolean
   /** the resourceVersion the client holds for it */
   sentVersion: bigint
   /** send: its filtered form changed and the client does not have it; resend: sent at a version the client already held */
@@ -79,7 +77,7 @@ export class FilteredWatch {
   /** keys of objects that need an event */
   private readonly pending = new Set<string>()
   private deferTimer: NodeJS.Timeout | undefined
-  /** some seeded object may not be filtered yet (settle() has work to do) */
+  /** some object's filtered form is not kept (settle() has work to do) */
   private unsettled = false
 
   constructor(
@@ -92,8 +90,8 @@ export class FilteredWatch {
     this.highWater = numericVersion(options.startResourceVersion ?? '')
   }
 
-  private track(key: string, apiVersion: string, kind: string, unfiltered: Buffer, sent: Buffer | null | undefined, version: bigint, shown = false): void {
-    this.objects.set(key, { apiVersion, kind, unfiltered, sent, shown, sentVersion: version, needs: undefined })
+  private track(key: string, apiVersion: string, kind: string, unfiltered: Buffer, sent: Buffer | null | undefined, version: bigint): void {
+    this.objects.set(key, { apiVersion, kind, unfiltered, sent, sentVersion: version, needs: undefined })
     if (sent === undefined) this.unsettled = true
     this.pending.delete(key)
   }
@@ -121,9 +119,9 @@ export class FilteredWatch {
     this.unsettled = false
   }
 
-  /** Whether the client has the object; one whose filtered form is not kept is filtered to tell only if it was seeded and the filters may drop it. */
+  /** Whether the client has the object; one whose filtered form is not kept is filtered to tell only if the filters may drop it (a seed). */
   private clientHas(tracked: Tracked): boolean {
-    if (tracked.sent === undefined && (tracked.shown || !this.filter.mayDrop(tracked.kind))) return true
+    if (tracked.sent === undefined && !this.filter.mayDrop(tracked.kind)) return true
     return this.sentOf(tracked) !== null
   }
 
@@ -185,9 +183,10 @@ export class FilteredWatch {
       }
     } else {
       const filtered = this.filter.object(this.format, event.apiVersion, event.kind, event.object)
-      // a filtered form the filters give again on demand is not kept (settle() keeps it when they are about to change)
-      const kept = filtered === null || filtered === event.object ? filtered : undefined
-      this.track(event.key, event.apiVersion, event.kind, event.object, kept, event.resourceVersion, filtered !== null)
+      // a filtered form the filters give again on demand is not kept (settle() works it out before
+      // they change), unless they may drop the kind: then clientHas() reads it, not a filtering
+      const kept = filtered === null || filtered === event.object || this.filter.mayDrop(event.kind) ? filtered : undefined
+      this.track(event.key, event.apiVersion, event.kind, event.object, kept, event.resourceVersion)
       if (filtered === null) {
         // dropped now: a client that was shown it is told it is gone, at this event's version
         const shown = clientHas && held ? this.sentOf(held) : null
@@ -228,7 +227,6 @@ export class FilteredWatch {
       const shown = filtered ?? before
       const type = filtered === null ? 'DELETED' : before === null ? 'ADDED' : 'MODIFIED'
       tracked.sent = filtered
-      tracked.shown = false
       if (shown) out.push(this.eventFrame(type, tracked.apiVersion, tracked.kind, this.stamped(shown, tracked.sentVersion)))
     }
     for (const key of [...this.pending]) {
