@@ -6,6 +6,7 @@
 import { coreMessages } from './schema-core.ts'
 import { groupMessages, metaMessages } from './schema-meta.ts'
 import { podMessages } from './schema-pod.ts'
+import { nodeMessages, storageMessages } from './schema-storage.ts'
 import { volumeMessages } from './schema-volumes.ts'
 
 /** What a field holds. `message` fields point at their MessageSpec. */
@@ -74,7 +75,7 @@ const scalarTypes = new Set<string>([
 ])
 
 const tables: Record<string, string> = {}
-for (const table of [metaMessages, groupMessages, coreMessages, podMessages, volumeMessages]) {
+for (const table of [metaMessages, groupMessages, coreMessages, podMessages, volumeMessages, storageMessages, nodeMessages]) {
   for (const [name, text] of Object.entries(table)) {
     if (name in tables) throw new Error(`schema: message ${name} defined twice`)
     tables[name] = text
@@ -152,6 +153,9 @@ const kindTable: [apiVersion: string, kind: string, message: string, typedItems?
   ['discovery.k8s.io/v1', 'EndpointSlice', 'EndpointSlice'],
   ['discovery.k8s.io/v1beta1', 'EndpointSlice', 'EndpointSliceV1beta1'],
   ['coordination.k8s.io/v1', 'Lease', 'Lease'],
+  ['storage.k8s.io/v1', 'CSINode', 'CSINode'],
+  ['storage.k8s.io/v1', 'CSIDriver', 'CSIDriver'],
+  ['node.k8s.io/v1', 'RuntimeClass', 'RuntimeClass'],
 ]
 
 const kinds = new Map<string, KindSpec>(
