@@ -1,4 +1,4 @@
-// Object-level rules the apiserver applies on write: name validation (422 Invalid shaped like
+// Object-level rules the apiserver applies on write: name (and RuntimeClass handler) validation (422 Invalid shaped like
 // create-invalid.json), generateName, server-set metadata and a few defaults real clients rely on.
 
 import { randomUUID } from 'node:crypto'
@@ -38,6 +38,16 @@ function nameProblem(entry: ResourceEntry, name: string): string | undefined {
   return subdomainRe.test(name) ? undefined : subdomainMsg
 }
 
+/** Fields beyond the name that v1.24's create validation refuses (422) for the kinds the simulator checks. */
+function validateFields(entry: ResourceEntry, obj: any): void {
+  if (entry.storageKey === 'node.k8s.io/runtimeclasses') {
+    // ValidateRuntimeClass: the handler names a CRI configuration, a DNS-1123 label
+    const handler = typeof obj.handler === 'string' ? obj.handler : ''
+    const problem = handler.length > 63 ? 'must be no more than 63 characters' : labelRe.test(handler) ? undefined : labelMsg
+    if (problem) throw invalid(entry, obj.metadata.name, 'handler', 'FieldValueInvalid', `Invalid value: "${handler}": ${problem}`)
+  }
+}
+
 export function invalid(entry: ResourceEntry, name: string, field: string, reason: string, detail: string): ApiError {
   const qualifiedKind = entry.group ? `${entry.kind}.${entry.group}` : entry.kind
   const causes = [{ reason, message: detail, field }]
@@ -70,6 +80,7 @@ export function prepareCreate(entry: ResourceEntry, obj: any, exists: (name: str
     throw invalid(entry, '', 'metadata.name', 'FieldValueRequired', 'Required value: name or generateName is required')
   }
   validateName(entry, meta.name)
+  validateFields(entry, { ...obj, metadata: meta })
   if (!entry.namespaced) delete meta.namespace
   delete meta.resourceVersion
   delete meta.deletionTimestamp
@@ -90,7 +101,7 @@ function allocateClusterIP(): string {
   return `10.96.${(n >> 8) & 255}.${n & 255}`
 }
 
-/** The few defaults a real apiserver adds that clients read: Service IPs, Secret data, Pod phase. */
+/** The few defaults a real apiserver adds that clients read: Service IPs, Secret data, Pod phase, CSIDriver spec. */
 export function applyDefaults(entry: ResourceEntry, obj: any): any {
   switch (entry.storageKey) {
     case '/services': {
@@ -126,9 +137,37 @@ export function applyDefaults(entry: ResourceEntry, obj: any): any {
         spec: obj.spec ?? { finalizers: ['kubernetes'] },
         status: obj.status ?? { phase: 'Active' },
       }
+    case 'storage.k8s.io/csidrivers':
+      return { ...obj, spec: defaultCsiDriverSpec(obj.spec ?? {}) }
+    case 'storage.k8s.io/csinodes':
+      // `json:"drivers"` without omitempty: Go writes null for none
+      return { ...obj, spec: { ...(obj.spec ?? {}), drivers: obj.spec?.drivers ?? null } }
     default:
       return obj
   }
+}
+
+/** SetDefaults_CSIDriver (storage/v1 with v1.24's feature gates), keyed in Go struct order: the apiserver's JSON order. */
+const csiDriverSpecDefaults: Record<string, unknown> = {
+  attachRequired: true,
+  podInfoOnMount: false,
+  volumeLifecycleModes: ['Persistent'],
+  storageCapacity: false,
+  fsGroupPolicy: 'ReadWriteOnceWithFSType',
+  tokenRequests: undefined,
+  requiresRepublish: false,
+}
+
+function defaultCsiDriverSpec(spec: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  for (const [key, fallback] of Object.entries(csiDriverSpecDefaults)) {
+    const given = spec[key]
+    const unset = given === undefined || given === null || (Array.isArray(given) && given.length === 0)
+    const value = unset ? structuredClone(fallback) : given
+    if (value !== undefined) out[key] = value
+  }
+  for (const [key, value] of Object.entries(spec)) if (!(key in csiDriverSpecDefaults)) out[key] = value
+  return out
 }
 
 /** Whether anything outside metadata and status changed (generation is bumped then). */

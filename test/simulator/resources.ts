@@ -72,6 +72,10 @@ const builtIns: BuiltIn[] = [
   { group: 'coordination.k8s.io', version: 'v1', resource: 'leases', kind: 'Lease', namespaced: true, bookmarkZero: { spec: {} } },
   { group: 'discovery.k8s.io', version: 'v1', resource: 'endpointslices', kind: 'EndpointSlice', namespaced: true, generation: true, bookmarkZero: { addressType: '', endpoints: null, ports: null } },
   { group: 'discovery.k8s.io', version: 'v1beta1', resource: 'endpointslices', kind: 'EndpointSlice', namespaced: true, generation: true, bookmarkZero: { addressType: '', endpoints: null, ports: null } },
+  // what kubelet writes at first start (its CSINode) and lists with its informers; cluster-scoped
+  { group: 'storage.k8s.io', version: 'v1', resource: 'csidrivers', kind: 'CSIDriver', namespaced: false, bookmarkZero: { spec: {} } },
+  { group: 'storage.k8s.io', version: 'v1', resource: 'csinodes', kind: 'CSINode', namespaced: false, bookmarkZero: { spec: { drivers: null } } },
+  { group: 'node.k8s.io', version: 'v1', resource: 'runtimeclasses', kind: 'RuntimeClass', namespaced: false, bookmarkZero: { handler: '' } },
   { group: 'certificates.k8s.io', version: 'v1', resource: 'certificatesigningrequests', kind: 'CertificateSigningRequest', namespaced: false, shortNames: ['csr'], status: true, writableSubresources: ['approval'], bookmarkZero: { spec: { request: null, signerName: '' }, status: {} } },
 ]
 
