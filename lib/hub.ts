@@ -15,7 +15,7 @@ import { createProxyServer } from './front/server.ts'
 import { createAdminServer } from './observe/admin.ts'
 import { HealthChecker, serverLabel } from './upstream/health.ts'
 import { LiveStreams } from './watch/streams.ts'
-import { DiskCache } from './cache/disk.ts'
+import { CacheDirUnusableError, DiskCache } from './cache/disk.ts'
 import { CacheStore } from './cache/store.ts'
 import { CachePolicy, Recorder } from './cache/recorder.ts'
 import { createMetrics } from './observe/metrics.ts'
@@ -67,15 +67,49 @@ async function resolveUpstream(config: HubConfig, log: Logger, options: StartOpt
   return { servers: serversFor(config, credentials), credentials, source }
 }
 
+/** What /v1/readyz says of the cache: offline autonomy off, or the disk not keeping up. */
+function cacheProblems(store: CacheStore, cacheOff: string | undefined): string[] {
+  if (cacheOff) return [cacheOff]
+  const { durable, why } = store.durability()
+  return durable ? [] : [`cache not durable (what the cache holds now would not survive a restart): ${why}`]
+}
+
 function urlOf(address: AddressInfo): string {
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address
   return `http://${host}:${address.port}`
+}
+
+/**
+ * The disk cache, locked for this hub alone before anything reads or writes it. A dir that cannot be
+ * used (read-only, not writable, not creatable) does not stop the hub, which relays everything with
+ * offline autonomy off and says why; a dir another hub holds does (CacheDirLockedError names it).
+ */
+async function openDiskCache(cacheDir: string, log: Logger): Promise<{ disk?: DiskCache; off?: string }> {
+  try {
+    return { disk: await DiskCache.open(cacheDir, log) }
+  } catch (error) {
+    if (!(error instanceof CacheDirUnusableError)) throw error
+    const off = `offline autonomy is off: the cache dir cannot be used (${error.message})`
+    log.error({ cacheDir, code: error.code }, `${off}; every request is relayed, and none is answered from a cache while the cloud is away`)
+    return { off }
+  }
 }
 
 export async function startHub(config: HubConfig, options: StartOptions = {}): Promise<Hub> {
   const log = options.logger ?? pino({ level: config.logLevel, name: 'outpost' })
   const bindProblem = plainBindProblem(config)
   if (bindProblem) throw new Error(bindProblem)
+  const { disk, off: cacheOff } = await openDiskCache(config.cacheDir, log)
+  const store = new CacheStore(disk, log, { maxBodyBytes: config.cacheMemoryMiB * 1024 * 1024 })
+  try {
+    return await startWithCache(config, options, log, store, disk, cacheOff)
+  } catch (error) {
+    await store.close().catch(() => {})
+    throw error
+  }
+}
+
+async function startWithCache(config: HubConfig, options: StartOptions, log: Logger, store: CacheStore, disk: DiskCache | undefined, cacheOff: string | undefined): Promise<Hub> {
   const { servers, credentials, source: nodeCredentials } = await resolveUpstream(config, log, options)
 
   // The health checker needs the upstream (to probe) and the upstream reports to the health checker.
@@ -108,16 +142,25 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     log.info({ state, endedWatches: ended }, state === 'offline' ? 'serving from cache' : 'serving from the cloud')
   })
 
-  const disk = await DiskCache.open(config.cacheDir, log)
-  const store = new CacheStore(disk, log, { maxBodyBytes: config.cacheMemoryMiB * 1024 * 1024 })
   const report = await store.load()
   metrics.cacheLoadErrors.inc(report?.failed.length ?? 0)
   metrics.cacheLoadedObjects.set(report?.loaded ?? 0)
   metrics.observeCache(
     () => store.all(),
-    () => ({ writeFailures: store.stats.writeFailures, unsaved: store.unsavedCount, lost: store.stats.lostObjects }),
+    () => ({
+      writeFailures: store.writeFailures,
+      unsaved: store.unsavedCount,
+      lost: store.stats.lostObjects,
+      enabled: cacheOff === undefined,
+      durable: store.durability().durable,
+      incomplete: store.all().reduce((sum, c) => sum + c.incomplete.size, 0),
+      rejectedKind: store.stats.rejectedKind,
+      tooLarge: store.stats.tooLarge,
+      newHistories: store.stats.newHistories,
+    }),
   )
   const recorder = new Recorder(store, log)
+  const kept = cacheOff === undefined ? store : undefined
   const checker = health
 
   const topology = new TopologySource({
@@ -140,7 +183,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
   const filteredWatches = new FilteredWatches()
   const watchCaches = new WatchCaches({
     upstream,
-    store,
+    store: kept,
     streams,
     isOnline: () => checker.state === 'online',
     log,
@@ -170,8 +213,9 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     headerTimeoutMs: config.headerTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,
     nodeName: config.nodeName,
-    cache: { recorder, policy: new CachePolicy(config.cacheComponents) },
-    cloud: { isOnline: () => checker.state === 'online', outage: () => checker.outage() },
+    cache: kept ? { recorder, policy: new CachePolicy(config.cacheComponents) } : undefined,
+    // every refusal while the cloud is away says why; with the cache off, that too
+    cloud: { isOnline: () => checker.state === 'online', outage: () => (cacheOff ? `${checker.outage()}; ${cacheOff}` : checker.outage()) },
     streams,
     filters,
     filteredWatches,
@@ -193,6 +237,7 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
     filters,
     nodeName: config.nodeName,
     pending: () => secure?.pending() ?? '',
+    cacheProblems: () => cacheProblems(store, cacheOff),
     watchCaches,
     servedFromShared: (component, key) => watchCaches.servedFrom(component, key),
   })
@@ -206,7 +251,8 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
   } catch (error) {
     health.stop()
     await topology.stop()
-    await Promise.allSettled([proxy.close(), admin.close(), secure?.close(), upstream.close(), store.flush()])
+    watchCaches.close()
+    await Promise.allSettled([proxy.close(), admin.close(), secure?.close(), upstream.close()])
     throw error
   }
   nodeCredentials.start(next => upstream.setCredentials(next), api)

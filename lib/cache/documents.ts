@@ -40,7 +40,8 @@ export function documentFor(info: RequestInfo, contentType: string, body: Buffer
   const media = parseMediaType(contentType)
   if (media.type !== 'application/json') return undefined
   return {
-    apiVersion: 'v1',
+    // the hub's own collection, not an API resource: named as its key is (lib/api/kinds.ts apiVersionOf)
+    apiVersion: documentsKey.version,
     kind: 'DiscoveryDocument',
     namespace: '',
     name: documentName(info.path, media.params.as),

@@ -61,11 +61,13 @@ function lostStatus({ info, reason }: OfflineRead, error: LostObjectError): Stat
 }
 
 function unlisted({ info, reason }: OfflineRead, candidates: Collection[], scope: ParsedScope): Status {
-  const listed = candidates.flatMap(c => [...c.listed.values()].map(l => `${c.key.component}: ${describeScope(l.scope)}`))
+  const incomplete = candidates.map(c => c.whyIncomplete(scope)).find(why => why !== undefined)
+  if (incomplete) return serviceUnavailable(`${reason}; the cached list of ${info.resource} (${describeScope(scope)}) is incomplete, so the cache does not answer it until the apiserver lists it whole again: ${incomplete}`)
+  const listed = candidates.flatMap(c => [...c.listed.values()].map(l => describeScope(l.scope)))
   const why =
     listed.length === 0
       ? `nothing on this node ever listed ${info.resource} through this hub, so nothing is cached to answer with`
-      : `${info.resource} were listed here only for ${listed.join('; ')}, which does not answer for ${describeScope(scope)}`
+      : `${info.resource} were listed here only for ${[...new Set(listed)].join('; ')}, which does not answer for ${describeScope(scope)}`
   return serviceUnavailable(`${reason}; ${why}`)
 }
 
@@ -95,7 +97,7 @@ export async function serveGet(read: OfflineRead): Promise<void> {
   let object: CachedObject | undefined
   let source: Collection | undefined
   try {
-    // the client's own cache if it holds the object, else the freshest copy any component holds
+    // the freshest copy any component holds (the client's own first among equals): newest wins
     for (const c of candidates) {
       const found = await store.get(c.key, info.namespace, info.name)
       if (!found) continue
@@ -103,7 +105,6 @@ export async function serveGet(read: OfflineRead): Promise<void> {
         object = found
         source = c
       }
-      if (c.key.component === info.component) break
     }
   } catch (error) {
     if (error instanceof LostObjectError) return sendStatusObject(res, lostStatus(read, error))
@@ -178,6 +179,23 @@ export function paginate(info: RequestInfo, items: CachedObject[], resourceVersi
   return selectors ? { items: page, continue: next } : { items: page, continue: next, remainingItemCount: rest }
 }
 
+/**
+ * What the apiserver says to a list at a version the cache does not hold: `Exact` (or a legacy
+ * `resourceVersion=N` with `limit`, which etcd reads at exactly N) older than the cache's version is
+ * 410 Expired, as for a compacted version; a state newer than the cache's is 504 "Too large resource
+ * version", as the watch cache answers after waiting for it.
+ */
+function versionProblem(info: RequestInfo, held: string): Status | undefined {
+  const rv = info.resourceVersion
+  if (rv === '' || rv === '0' || info.query.has('continue')) return undefined
+  const wanted = numericVersion(rv)
+  const have = numericVersion(held)
+  const exact = info.query.get('resourceVersionMatch') === 'Exact' || (!info.query.has('resourceVersionMatch') && Number(info.query.get('limit')) > 0)
+  if (wanted > have) return failure(504, `Timeout: Too large resource version: ${rv}, current: ${held}`, 'Timeout', { causes: [{ reason: 'ResourceVersionTooLarge', message: 'Too large resource version' }], retryAfterSeconds: 1 })
+  if (exact && wanted !== have) return failure(410, 'The resourceVersion for the provided list is too old.', 'Expired')
+  return undefined
+}
+
 export async function serveList(read: OfflineRead): Promise<void> {
   const { info, res, filter } = read
   let scope
@@ -189,6 +207,9 @@ export async function serveList(read: OfflineRead): Promise<void> {
   const whole = await selectWhole(read, scope)
   if ('code' in whole) return sendStatusObject(res, whole)
   const { collection, resourceVersion } = whole
+  const version = versionProblem(info, resourceVersion)
+  if (version) return sendStatusObject(res, version)
+  if (!collection.kind) return sendStatusObject(res, serviceUnavailable(`${read.reason}; the cache holds no object of ${info.resource} to tell its kind, so it cannot name the list`))
   const wanted = choose(read, whole.items, collection)
   if ('code' in wanted) return sendStatusObject(res, wanted)
   const page = paginate(info, whole.items, resourceVersion, scope)

@@ -1,10 +1,12 @@
-// Records what the apiserver answered into the store: gets, whole lists (pages joined), watch
-// events. Decides what is cacheable at all. A recording failure is logged and never fails the
-// client's request: the cache is a copy, the answer is the apiserver's.
+// Records what the apiserver answered into the store: gets, the answers to the node's own writes,
+// whole lists (pages joined), watch events. Decides what is cacheable at all, and records only the
+// present: a list read at a past resourceVersion is relayed, never kept as the scope. A recording
+// failure is logged and never fails the client's request: the cache is a copy, the answer is the
+// apiserver's.
 import type { Logger } from 'pino'
 import type { RequestInfo } from '../api/requestinfo.ts'
 import type { ResourceKey, CachedObject, WireFormat } from './types.ts'
-import { CacheStore, parseScope, vouchedFields } from './store.ts'
+import { CacheStore, RejectedError, parseScope, vouchedFields } from './store.ts'
 import type { ParsedScope } from './store.ts'
 import { decodeEvent, decodeList, decodeObject } from './decode.ts'
 import type { DecodedEvent } from './decode.ts'
@@ -14,6 +16,8 @@ export const defaultCachedComponents = ['kubelet', 'kube-proxy', 'coredns', 'fla
 
 // Never cached: secrets of the moment (tokens), one-shot requests (reviews, CSRs), streams.
 const uncachedResources = new Set(['certificatesigningrequests', 'tokenreviews', 'subjectaccessreviews', 'selfsubjectaccessreviews', 'localsubjectaccessreviews', 'selfsubjectrulesreviews', 'events'])
+
+const writeVerbs = new Set(['create', 'update', 'patch'])
 
 export class CachePolicy {
   private readonly all: boolean
@@ -32,6 +36,20 @@ export class CachePolicy {
   isCacheable(info: RequestInfo): boolean {
     return this.cachesComponent(info.component) && isCachedKind(info)
   }
+
+  /**
+   * A write whose answer the cache records like a read: what the node wrote, it reads back (kubelet
+   * creates its Lease and CSINode once, then only renews the Lease from the last answer).
+   */
+  recordsWrite(info: RequestInfo): boolean {
+    return this.cachesComponent(info.component) && isRecordedWrite(info)
+  }
+}
+
+function isCachedResource(info: RequestInfo): boolean {
+  if (!info.isResourceRequest) return false
+  if (info.subresource !== '' && info.subresource !== 'status') return false
+  return !uncachedResources.has(info.resource)
 }
 
 /**
@@ -39,10 +57,26 @@ export class CachePolicy {
  * the node (kubectl on the node, say) is answered from what any component cached.
  */
 export function isCachedKind(info: RequestInfo): boolean {
-  if (!info.isResourceRequest) return false
-  if (info.verb !== 'get' && info.verb !== 'list' && info.verb !== 'watch') return false
-  if (info.subresource !== '' && info.subresource !== 'status') return false
-  return !uncachedResources.has(info.resource)
+  return (info.verb === 'get' || info.verb === 'list' || info.verb === 'watch') && isCachedResource(info)
+}
+
+/** A create, update or patch of a cached resource that really writes (not a dry run). */
+export function isRecordedWrite(info: RequestInfo): boolean {
+  return writeVerbs.has(info.verb) && isCachedResource(info) && !info.query.has('dryRun')
+}
+
+/**
+ * Whether a list states the present, so its answer may stand for its scope. kube-apiserver reads
+ * the present for resourceVersion unset (etcd), `0` and `NotOlderThan` (the watch cache, never
+ * older than asked); `Exact`, and a legacy `resourceVersion=N` with `limit` (etcd at exactly N),
+ * read the past. A continued list is what its first page was.
+ */
+export function listStatesPresent(info: RequestInfo): boolean {
+  const rv = info.resourceVersion
+  const match = info.query.get('resourceVersionMatch') ?? ''
+  if (match === 'Exact') return false
+  if (match === 'NotOlderThan' || rv === '' || rv === '0') return true
+  return !(Number(info.query.get('limit')) > 0)
 }
 
 export function resourceKeyOf(info: RequestInfo): ResourceKey {
@@ -56,15 +90,24 @@ export function scopeOf(info: RequestInfo): ParsedScope {
 interface PendingPages {
   key: ResourceKey
   scope: ParsedScope
+  /** the version every page must be at: one list, one snapshot */
+  resourceVersion: string
+  kind: string
+  apiVersion: string
   items: CachedObject[]
+  bytes: number
   expires: number
 }
 
 const pageTimeoutMs = 5 * 60_000
+/** lists whose later pages may still come: a client that never finishes one costs this much at most */
+const maxPendingLists = 32
+const maxPendingBytes = 128 * 1024 * 1024
 
 export class Recorder {
-  /** lists whose later pages are still to come, by the continue token that asks for the next page */
+  /** lists whose later pages are still to come, by who asked, what, where, and the token of the next page */
   private readonly pending = new Map<string, PendingPages>()
+  private pendingBytes = 0
 
   constructor(
     readonly store: CacheStore,
@@ -72,13 +115,15 @@ export class Recorder {
   ) {}
 
   private warn(info: RequestInfo, error: unknown, what: string): void {
+    if (error instanceof RejectedError) return // the store has said it, once
     this.log.warn({ component: info.component, resource: info.resource, err: (error as Error).message }, `cache: ${what} not recorded`)
   }
 
+  /** A get's answer, or the answer to the node's own create, update or patch. */
   async recordObject(info: RequestInfo, format: WireFormat, body: Buffer): Promise<void> {
     try {
       const object = decodeObject(format, body)
-      if (info.subresource === 'status' || object.kind !== 'Status') await this.store.put(resourceKeyOf(info), object)
+      if (object.kind !== 'Status') await this.store.put(resourceKeyOf(info), object)
     } catch (error) {
       this.warn(info, error, 'object')
     }
@@ -94,31 +139,55 @@ export class Recorder {
     }
   }
 
+  private static pageKey(info: RequestInfo, scope: ParsedScope, token: string): string {
+    return [info.component, info.apiGroup, info.apiVersion, info.resource, scope.id, token].join('\0')
+  }
+
   /** One page of a list; the scope is replaced once the last page has arrived. */
   async recordListPage(info: RequestInfo, format: WireFormat, body: Buffer): Promise<void> {
     try {
+      const requested = info.query.get('continue')
+      if (!requested && !listStatesPresent(info)) return
       const list = decodeList(format, body)
       const key = resourceKeyOf(info)
       const scope = scopeOf(info)
       const fields = vouchedFields(scope)
       if (fields) for (const item of list.items) item.fields = fields
       this.expirePages()
-      const requested = info.query.get('continue')
       let items = list.items
+      let bytes = items.reduce((sum, o) => sum + o.body.length, 0)
       if (requested) {
-        const earlier = this.pending.get(requested)
-        if (!earlier) return // the first pages were not seen: this page alone is not the scope
-        this.pending.delete(requested)
+        const pageKey = Recorder.pageKey(info, scope, requested)
+        const earlier = this.pending.get(pageKey)
+        if (!earlier) return // the first pages were not seen (or not the present): this page alone is not the scope
+        this.forgetPages(pageKey, earlier)
+        // the pages of one list are one snapshot; a token the apiserver renewed after a compaction (a 410) continues at another version
+        if (earlier.resourceVersion !== list.resourceVersion || earlier.kind !== list.kind) return
         items = earlier.items.concat(items)
+        bytes += earlier.bytes
       }
       if (list.continue) {
-        this.pending.set(list.continue, { key, scope, items, expires: Date.now() + pageTimeoutMs })
+        this.keepPages(Recorder.pageKey(info, scope, list.continue), { key, scope, resourceVersion: list.resourceVersion, kind: list.kind, apiVersion: list.apiVersion, items, bytes, expires: Date.now() + pageTimeoutMs })
         return
       }
       await this.store.replaceScope(key, scope, { items, kind: list.kind, apiVersion: list.apiVersion, resourceVersion: list.resourceVersion })
     } catch (error) {
       this.warn(info, error, 'list')
     }
+  }
+
+  private keepPages(pageKey: string, pages: PendingPages): void {
+    this.pending.set(pageKey, pages)
+    this.pendingBytes += pages.bytes
+    // the oldest unfinished lists go first: a client paging for ever cannot hold the hub's memory
+    for (const [oldest, held] of this.pending) {
+      if (this.pending.size <= maxPendingLists && this.pendingBytes <= maxPendingBytes) break
+      this.forgetPages(oldest, held)
+    }
+  }
+
+  private forgetPages(pageKey: string, pages: PendingPages): void {
+    if (this.pending.delete(pageKey)) this.pendingBytes -= pages.bytes
   }
 
   /** How one watch is recorded, event by event; its scope is parsed once. */
@@ -128,12 +197,13 @@ export class Recorder {
 
   /** A watch event through `scope`: stored, or taken out of that scope. Errors are logged, never thrown. */
   async recordEvent(info: RequestInfo, format: WireFormat, frame: Buffer, scope: ParsedScope): Promise<DecodedEvent | undefined> {
+    const key = resourceKeyOf(info)
     try {
       const event = decodeEvent(format, frame)
+      if (event.type === 'BOOKMARK' && event.resourceVersion) this.store.progress(key, scope, event.resourceVersion)
       if (!event.object) return event
-      const key = resourceKeyOf(info)
       if (event.type === 'DELETED') {
-        await this.store.remove(key, event.object.namespace, event.object.name, scope)
+        await this.store.remove(key, event.object.namespace, event.object.name, scope, event.object.resourceVersion)
         return event
       }
       const fields = vouchedFields(scope)
@@ -142,13 +212,15 @@ export class Recorder {
       return event
     } catch (error) {
       this.warn(info, error, 'watch event')
+      // an event the cache did not take: what it holds of the scope is no longer what the apiserver said
+      await this.store.invalidateScope(key, scope, `a watch event could not be recorded (${(error as Error).message})`).catch(() => {})
       return undefined
     }
   }
 
   private expirePages(): void {
     const now = Date.now()
-    for (const [token, pages] of this.pending) if (pages.expires < now) this.pending.delete(token)
+    for (const [token, pages] of this.pending) if (pages.expires < now) this.forgetPages(token, pages)
   }
 }
 
@@ -156,10 +228,13 @@ export class Recorder {
  * One watch's recording. A WatchList watch (`sendInitialEvents=true`, client-go 1.35's default)
  * opens with the scope's whole state as ADDED events, closed by a BOOKMARK annotated
  * k8s.io/initial-events-end: that much is a list, and replaces the scope as one does (objects
- * deleted while nobody watched leave the cache).
+ * deleted while nobody watched leave the cache). A watch that starts "from now" (no
+ * resourceVersion, or 0) after the scope was listed skips whatever was deleted in between: the
+ * scope is no longer known whole until it is listed again.
  */
 export class WatchRecording {
   private initial: CachedObject[] | undefined
+  private started = false
 
   constructor(
     private readonly recorder: Recorder,
@@ -170,16 +245,26 @@ export class WatchRecording {
     if (info.query.get('sendInitialEvents') === 'true') this.initial = []
   }
 
+  private async start(): Promise<void> {
+    this.started = true
+    const rv = this.info.resourceVersion
+    if (this.initial || (rv !== '' && rv !== '0')) return
+    await this.recorder.store.invalidateScope(resourceKeyOf(this.info), this.scope, `watched from "now" (resourceVersion ${JSON.stringify(rv)}) without a list: deletions before it are unknown`)
+  }
+
   async record(frame: Buffer): Promise<void> {
+    if (!this.started) await this.start().catch(() => {})
     const event = await this.recorder.recordEvent(this.info, this.format, frame, this.scope)
     if (!this.initial || !event) return
     if (event.type === 'ADDED' && event.object) this.initial.push(event.object)
     if (event.type === 'BOOKMARK' && event.initialEventsEnd) {
       const items = this.initial
       this.initial = undefined
+      const key = resourceKeyOf(this.info)
+      const collection = this.recorder.store.collection(key)
       const first = items[0]
       await this.recorder.store
-        .replaceScope(resourceKeyOf(this.info), this.scope, { items, kind: first?.kind ?? '', apiVersion: first?.apiVersion ?? '', resourceVersion: event.resourceVersion ?? '' })
+        .replaceScope(key, this.scope, { items, kind: first?.kind ?? collection.kind, apiVersion: first?.apiVersion ?? collection.apiVersion, resourceVersion: event.resourceVersion ?? '' })
         .catch(() => {})
     }
   }

@@ -1,130 +1,29 @@
-// The cache's in-memory index: per component and resource, the objects the apiserver sent, with
-// what offline answers need (labels, vouched-for field values, the scopes each object arrived
-// through, the scopes listed whole and the newest list's resourceVersion). Every change is handed
-// to the disk layer; callers await durability before they acknowledge. A write the disk refuses is
-// kept in memory, counted, and tried again until it lands, so memory and disk tell one story.
+// The cache's in-memory index: per component and resource (a Collection), the objects the apiserver
+// sent, with what offline answers need (labels, vouched-for field values, the scopes each object
+// arrived through, the scopes listed whole, the kind). One rule everywhere: the newest version wins;
+// a list older than what its scope has seen is a new history (etcd restored from a backup) and
+// replaces the scope. Every change goes to the disk as one atomic batch (lib/cache/persist.ts);
+// callers await it before they acknowledge.
 import type { Logger } from 'pino'
+import { LRUCache } from 'lru-cache'
 import type { CachedObject, ResourceKey } from './types.ts'
 import { objectKey, resourceDirName } from './types.ts'
-import type { CollectionMeta, DiskCache, LoadReport } from './disk.ts'
+import type { DiskCache, DiskOp, LoadReport } from './disk.ts'
 import { fieldValue } from '../api/selectors.ts'
 import { objectMeta } from '../codec/protobuf.ts'
-import { LRUCache } from 'lru-cache'
 import { covers, describeScope, inScope, needsBodies, parseScope } from './scope.ts'
 import type { ParsedScope } from './scope.ts'
 import { storageKey } from '../api/continue-token.ts'
+import { Collection, wholeCollection } from './collection.ts'
+import type { Entry, StoredMeta } from './collection.ts'
+import { isNotOlder, newestOf, numericVersion } from './versions.ts'
+import { Persister } from './persist.ts'
 
 export { describeScope, parseScope, vouchedFields } from './scope.ts'
 export type { ParsedScope, Scope } from './scope.ts'
-
-/** What the index keeps of an object in memory; the body lives in the LRU and on disk. */
-export type StoredMeta = Omit<CachedObject, 'body'>
-
-interface Entry {
-  meta: StoredMeta
-  labels: Record<string, string>
-  /** bytes of the body, for /debug/cache and the cache size metrics */
-  size: number
-  /** why the body cannot be had (its file vanished or broke): lists that may hold it are not whole */
-  lost?: string
-}
-
-export type Origin = 'cloud' | 'disk'
-
-export interface ListedScope {
-  scope: ParsedScope
-  resourceVersion: string
-}
-
-export class Collection {
-  readonly entries = new Map<string, Entry>()
-  origin: Origin = 'cloud'
-  lastUpdate = 0
-  /** kind of the items, learned from a list or an object, to name an empty list */
-  kind = ''
-  apiVersion = ''
-  /** the resourceVersion of the newest whole list, which may be above every item's */
-  listResourceVersion = 0n
-  /** the scopes listed whole (kept on disk): offline lists answer for these and narrower ones */
-  readonly listed = new Map<string, ListedScope>()
-
-  constructor(readonly key: ResourceKey) {}
-
-  /** Whether anything is known: a scope listed, or objects fetched by name. */
-  get known(): boolean {
-    return this.listed.size > 0 || this.entries.size > 0
-  }
-
-  /** The listed scope that answers for `scope`, if any. */
-  coveringScope(scope: ParsedScope): ListedScope | undefined {
-    const exact = this.listed.get(scope.id)
-    if (exact) return exact
-    for (const listed of this.listed.values()) if (covers(listed.scope, scope)) return listed
-    return undefined
-  }
-
-  /** bytes of all bodies, as sent by the apiserver */
-  bytes(): number {
-    let total = 0
-    for (const entry of this.entries.values()) total += entry.size
-    return total
-  }
-
-  /** The highest resourceVersion seen: an offline list's version, as the apiserver's would be. */
-  maxResourceVersion(): string {
-    let max = this.listResourceVersion
-    for (const { meta } of this.entries.values()) {
-      const rv = numericVersion(meta.resourceVersion)
-      if (rv > max) max = rv
-    }
-    return max.toString()
-  }
-
-  meta(): CollectionMeta {
-    return {
-      listResourceVersion: this.listResourceVersion.toString(),
-      listed: [...this.listed.values()].map(({ scope, resourceVersion }) => ({
-        namespace: scope.namespace,
-        labelSelector: scope.labelSelector,
-        fieldSelector: scope.fieldSelector,
-        resourceVersion,
-      })),
-    }
-  }
-}
-
-let lastVersionText = ''
-let lastVersion = 0n
-
-/** A resourceVersion as a number to compare; 0 for one that is not (the apiserver's are opaque strings). */
-export function numericVersion(rv: string): bigint {
-  // one event's version is read several times in a row (the store, the watch cache, each watcher)
-  if (rv === lastVersionText) return lastVersion
-  let value = 0n
-  if (rv.length > 0 && rv.length <= 15) {
-    // digits only, short enough to be exact as a double: no regular expression, no string parse
-    let n = 0
-    for (let i = 0; i < rv.length; i++) {
-      const digit = rv.charCodeAt(i) - 48
-      if (digit < 0 || digit > 9) {
-        n = -1
-        break
-      }
-      n = n * 10 + digit
-    }
-    if (n >= 0) value = BigInt(n)
-  } else if (/^\d+$/.test(rv)) value = BigInt(rv)
-  lastVersionText = rv
-  lastVersion = value
-  return value
-}
-
-/** Whether `incoming` may replace `current`: never go back in time (an old list page, a replayed event). */
-function isNewer(incoming: string, current: string): boolean {
-  const a = numericVersion(incoming)
-  const b = numericVersion(current)
-  return a === 0n || b === 0n || a >= b
-}
+export { Collection } from './collection.ts'
+export type { ListedScope, Origin, StoredMeta } from './collection.ts'
+export { numericVersion } from './versions.ts'
 
 function labelsOf(object: CachedObject): Record<string, string> {
   if (object.labels) return object.labels
@@ -154,28 +53,65 @@ export interface Selection {
   lost: string[]
 }
 
+/** A whole list of one scope, as the apiserver answered it. */
+export interface ListState {
+  items: CachedObject[]
+  /** the kind of the items (the list's kind without "List") */
+  kind: string
+  apiVersion: string
+  resourceVersion: string
+}
+
+/** An answer the cache will not keep: of another kind than its resource's, or larger than the disk takes. */
+export class RejectedError extends Error {
+  constructor(
+    message: string,
+    readonly reason: 'kind' | 'too-large',
+  ) {
+    super(message)
+    this.name = 'RejectedError'
+  }
+}
+
+/** Log lines that could repeat for every request (an oversized ConfigMap fetched each minute) are said once per object. */
+const maxRemembered = 1_000
+/** reasons kept per collection for scopes that are not whole */
+const maxIncompleteScopes = 256
+
 export class CacheStore {
   private readonly collections = new Map<string, Collection>()
   private readonly bodies: LRUCache<string, Buffer>
-  /** objects whose disk state lags memory (a write or removal failed), with their bodies pinned */
-  private readonly unsaved = new Map<string, { key: ResourceKey; namespace: string; name: string; body?: Buffer }>()
-  private retryTimer: NodeJS.Timeout | undefined
-  private retryDelay: number
+  private readonly persister: Persister | undefined
   /** interned scope lists: thousands of objects share a handful */
   private readonly scopeLists = new Map<string, readonly string[]>()
-  readonly stats = { writeFailures: 0, lostObjects: 0 }
+  private readonly said = new Set<string>()
+  readonly stats = { lostObjects: 0, rejectedKind: 0, tooLarge: 0, newHistories: 0, olderIgnored: 0 }
 
   constructor(
     private readonly disk: DiskCache | undefined,
     private readonly log: Logger,
-    private readonly options: StoreOptions = {},
+    options: StoreOptions = {},
   ) {
     // Without a disk there is nowhere to read an evicted body back from: keep them all.
     this.bodies = new LRUCache<string, Buffer>({
       maxSize: disk ? (options.maxBodyBytes ?? 256 * 1024 * 1024) : Number.MAX_SAFE_INTEGER,
       sizeCalculation: body => Math.max(1, body.length),
     })
-    this.retryDelay = options.retryMs ?? 1_000
+    if (disk) {
+      this.persister = new Persister(
+        disk,
+        {
+          object: (key, namespace, name) => {
+            const entry = this.find(key)?.entries.get(objectKey(namespace, name))
+            const body = entry && this.memoryBody(key, namespace, name)
+            return entry && body ? { ...entry.meta, body, labels: entry.labels } : undefined
+          },
+          meta: key => this.find(key)?.meta(),
+        },
+        log,
+        options.retryMs,
+      )
+    }
   }
 
   /** flat, as objectKey: the LRU keeps one per body */
@@ -183,16 +119,40 @@ export class CacheStore {
     return [CacheStore.collectionId(key), namespace, name].join('\0')
   }
 
+  static collectionId(key: ResourceKey): string {
+    return `${key.component}/${resourceDirName(key)}`
+  }
+
   /** Objects whose latest state is not on disk yet (failed writes being retried). */
   get unsavedCount(): number {
-    return this.unsaved.size
+    return this.persister?.unsavedCount ?? 0
+  }
+
+  get writeFailures(): number {
+    return this.persister?.stats.writeFailures ?? 0
+  }
+
+  /** Whether what memory holds is on disk (so survives a restart), and if not, why. */
+  durability(): { durable: boolean; why?: string } {
+    const lag = this.persister?.lagReason()
+    if (lag) return { durable: false, why: lag }
+    const disk = this.disk?.health()
+    if (disk && !disk.durable) return { durable: false, why: disk.error ?? 'the disk failed' }
+    return { durable: true }
+  }
+
+  get memory(): { bodies: number; bytes: number } {
+    return { bodies: this.bodies.size, bytes: this.bodies.calculatedSize }
+  }
+
+  private memoryBody(key: ResourceKey, namespace: string, name: string): Buffer | undefined {
+    return this.bodies.get(CacheStore.bodyKey(key, namespace, name)) ?? this.persister?.pinned(key, namespace, name)
   }
 
   /** The object with its body: from memory, or read back from disk after eviction; undefined when lost. */
   private async withBody(key: ResourceKey, entry: Entry): Promise<CachedObject | undefined> {
     const { meta } = entry
-    const id = CacheStore.bodyKey(key, meta.namespace, meta.name)
-    let body = this.bodies.get(id) ?? this.unsaved.get(id)?.body
+    let body = this.memoryBody(key, meta.namespace, meta.name)
     if (!body && this.disk && !entry.lost) {
       try {
         body = await this.disk.readBody(key, meta.namespace, meta.name)
@@ -200,7 +160,7 @@ export class CacheStore {
       } catch (error) {
         this.markLost(key, entry, (error as Error).message)
       }
-      if (body) this.bodies.set(id, body)
+      if (body) this.bodies.set(CacheStore.bodyKey(key, meta.namespace, meta.name), body)
     }
     return body ? { ...meta, body } : undefined
   }
@@ -212,12 +172,12 @@ export class CacheStore {
     this.log.error({ component: key.component, resource: resourceDirName(key), object: objectKey(entry.meta.namespace, entry.meta.name), why }, 'cache: object body lost; lists that include it answer 503 until the cloud relists them')
   }
 
-  get memory(): { bodies: number; bytes: number } {
-    return { bodies: this.bodies.size, bytes: this.bodies.calculatedSize }
-  }
-
-  static collectionId(key: ResourceKey): string {
-    return `${key.component}/${resourceDirName(key)}`
+  /** Says something once per subject (bounded), so a repeated request does not repeat the log line. */
+  private once(subject: string, say: () => void): void {
+    if (this.said.has(subject)) return
+    if (this.said.size >= maxRemembered) this.said.clear()
+    this.said.add(subject)
+    say()
   }
 
   collection(key: ResourceKey): Collection {
@@ -280,22 +240,37 @@ export class CacheStore {
         }
         collection.origin = 'disk'
         collection.kind ||= object.kind
-        collection.apiVersion ||= object.apiVersion
       },
       (key, meta) => {
         const collection = this.collection(key)
         collection.origin = 'disk'
         collection.listResourceVersion = numericVersion(meta.listResourceVersion)
+        if (meta.kind && meta.apiVersion === collection.apiVersion) collection.kind ||= meta.kind
         for (const l of meta.listed) {
           try {
             const scope = parseScope(l)
-            collection.listed.set(scope.id, { scope, resourceVersion: l.resourceVersion })
+            collection.listed.set(scope.id, { scope, resourceVersion: l.resourceVersion, reached: numericVersion(l.resourceVersion) })
           } catch {
             // a selector this version cannot parse: that scope answers as never listed
           }
         }
       },
     )
+    for (const failure of report.failed) {
+      if (!failure.key) continue
+      this.collection(failure.key).incomplete.set(wholeCollection, { why: `its cache file was damaged (${failure.path}: ${failure.reason})`, since: Date.now() })
+    }
+    // how far each listed scope was followed: at least as far as the objects it holds
+    for (const collection of this.collections.values()) {
+      if (collection.listed.size === 0) continue
+      for (const { meta } of collection.entries.values()) {
+        const rv = numericVersion(meta.resourceVersion)
+        for (const id of meta.scopes ?? []) {
+          const listed = collection.listed.get(id)
+          if (listed && rv > listed.reached) listed.reached = rv
+        }
+      }
+    }
     this.log.info({ objects: report.loaded, failed: report.failed.length, collections: this.collections.size }, 'cache loaded')
     return report
   }
@@ -323,7 +298,7 @@ export class CacheStore {
         if (unknown ? !scope.namespace || scope.namespace === entry.meta.namespace : inScope(indexed(entry), scope)) lost.push(`${objectKey(entry.meta.namespace, entry.meta.name)}: ${entry.lost}`)
         continue
       }
-      const body = this.bodies.get(CacheStore.bodyKey(key, entry.meta.namespace, entry.meta.name))
+      const body = this.memoryBody(key, entry.meta.namespace, entry.meta.name)
       if (needsBodies(scope, entry.meta)) {
         // a field selector on other paths: the JSON body decides
         const object = await this.withBody(key, entry)
@@ -348,185 +323,226 @@ export class CacheStore {
   }
 
   /**
-   * A get response (no scope), or a watch ADDED/MODIFIED through `via`: stored unless the cache
-   * already holds something newer. Field values and scopes already known are kept: a get carries
-   * none, and must not make kubelet's offline `spec.nodeName=` list forget its pod.
+   * Checks an answer against its collection (kind, size) before anything of it is kept; learns the
+   * kind of a resource the hub has no table for. Throws RejectedError.
    */
-  async put(key: ResourceKey, object: CachedObject, via?: ParsedScope): Promise<void> {
-    const change = this.index(key, object, via, false)
-    if (change instanceof Promise) return change
-    if (change) await this.saveAll(key, [change])
+  private admit(collection: Collection, kind: string, apiVersion: string, what: string): void {
+    const problem = collection.kindProblem(kind, apiVersion)
+    if (problem) {
+      this.stats.rejectedKind++
+      const key = collection.key
+      this.once(`kind ${CacheStore.collectionId(key)} ${kind} ${apiVersion}`, () =>
+        this.log.warn({ component: key.component, resource: resourceDirName(key), kind, apiVersion }, `cache: ${what} not kept: ${problem}`),
+      )
+      throw new RejectedError(`${what} of ${resourceDirName(key)}: ${problem}`, 'kind')
+    }
+    collection.kind ||= kind
+  }
+
+  /** Whether the disk can take the object; one that cannot is not cached (and any older copy leaves). */
+  private fits(key: ResourceKey, object: CachedObject): boolean {
+    if (!this.disk || this.disk.fits(object)) return true
+    this.stats.tooLarge++
+    this.once(`size ${CacheStore.collectionId(key)} ${objectKey(object.namespace, object.name)}`, () =>
+      this.log.warn({ component: key.component, resource: resourceDirName(key), object: objectKey(object.namespace, object.name), bytes: object.body.length }, 'cache: object too large to cache; relayed, not kept'),
+    )
+    return false
   }
 
   /**
-   * The index's part of a write, done at once: the object to save, a membership update under way
-   * (a newer or equal version is held), or undefined when the cache already holds exactly this.
-   * `authoritative`: a whole list's item, which replaces even a "newer" version.
+   * A get response or a write's answer (no scope), or a watch ADDED/MODIFIED through `via`: stored
+   * unless the cache already holds something newer. Field values and scopes already known are kept:
+   * a get carries none, and must not make kubelet's offline `spec.nodeName=` list forget its pod.
    */
-  private index(key: ResourceKey, object: CachedObject, via: ParsedScope | undefined, authoritative: boolean): CachedObject | Promise<void> | undefined {
+  async put(key: ResourceKey, object: CachedObject, via?: ParsedScope): Promise<void> {
     const collection = this.collection(key)
-    collection.kind ||= object.kind
-    collection.apiVersion ||= object.apiVersion
+    this.admit(collection, object.kind, object.apiVersion, `${object.kind || 'an object'} ${objectKey(object.namespace, object.name)}`)
+    this.follow(collection, via, object.resourceVersion)
+    if (!this.fits(key, object)) return this.forget(key, collection, object, via)
+    const change = await this.index(key, collection, object, via, false)
+    if (change) await this.persister?.write(key, [{ t: 'put', object: change }])
+  }
+
+  /** An object too large to keep: no older copy of it may stand in for it, and a scope it is in is not whole. */
+  private async forget(key: ResourceKey, collection: Collection, object: CachedObject, via: ParsedScope | undefined): Promise<void> {
+    const why = `${objectKey(object.namespace, object.name)} (${object.body.length} bytes) is too large to cache`
+    let unlisted = via ? this.invalidate(collection, via, why) : false
+    const entry = collection.entries.get(objectKey(object.namespace, object.name))
+    const ops: DiskOp[] = []
+    if (entry) {
+      for (const id of entry.meta.scopes ?? []) {
+        const listed = collection.listed.get(id)
+        if (listed) unlisted = this.invalidate(collection, listed.scope, why) || unlisted
+      }
+      ops.push(...this.drop(key, collection, entry))
+    }
+    if (unlisted) ops.push({ t: 'meta', meta: collection.meta() })
+    await this.persister?.write(key, ops)
+  }
+
+  /** A BOOKMARK or event through a listed scope: how far that scope has been followed. */
+  private follow(collection: Collection, via: ParsedScope | undefined, resourceVersion: string): void {
+    const listed = via && collection.listed.get(via.id)
+    if (!listed) return
+    const rv = numericVersion(resourceVersion)
+    if (rv > listed.reached) listed.reached = rv
+  }
+
+  /** A BOOKMARK through `via`. */
+  progress(key: ResourceKey, via: ParsedScope, resourceVersion: string): void {
+    const collection = this.find(key)
+    if (collection) this.follow(collection, via, resourceVersion)
+  }
+
+  /**
+   * The index's part of a write: the object to save, or undefined when the cache already holds
+   * exactly this. `authoritative`: a new history's list, which replaces even a "newer" version.
+   */
+  private index(key: ResourceKey, collection: Collection, object: CachedObject, via: ParsedScope | undefined, authoritative: boolean): CachedObject | undefined | Promise<CachedObject | undefined> {
     const id = objectKey(object.namespace, object.name)
     const current = collection.entries.get(id)
     const scopes = this.interned(union(current?.meta.scopes, via?.id))
     const fields = current?.meta.fields || object.fields ? { ...current?.meta.fields, ...object.fields } : undefined
+    collection.lastUpdate = Date.now()
     if (current && !current.lost) {
-      if (!authoritative && !isNewer(object.resourceVersion, current.meta.resourceVersion)) return this.updateMembership(key, current, scopes, fields)
+      if (!authoritative && !isNotOlder(object.resourceVersion, current.meta.resourceVersion)) {
+        this.stats.olderIgnored++
+        return this.updateMembership(key, current, scopes, fields)
+      }
       if (current.meta.resourceVersion === object.resourceVersion && same(current.meta.scopes, scopes) && sameFields(current.meta.fields, fields)) {
-        const body = this.bodies.get(CacheStore.bodyKey(key, object.namespace, object.name))
+        const body = this.memoryBody(key, object.namespace, object.name)
         if (body?.equals(object.body)) return undefined // what the cache already holds costs no write
       }
     }
     // labels go to disk with the object, so a cold start need not parse bodies for them
     const stored = withIndex(object, scopes, fields, labelsOf(object))
     collection.entries.set(id, { meta: stripBody(stored), labels: stored.labels!, size: stored.body.length })
-    collection.lastUpdate = Date.now()
     collection.origin = 'cloud'
+    this.bodies.set(CacheStore.bodyKey(key, object.namespace, object.name), object.body)
     return stored
   }
 
-  /** A newer or equal version is held: only what it belongs to may change. */
-  private async updateMembership(key: ResourceKey, entry: Entry, scopes: readonly string[] | undefined, fields: Record<string, string> | undefined): Promise<void> {
-    if (same(entry.meta.scopes, scopes) && sameFields(entry.meta.fields, fields)) return
+  /** A newer or equal version is held: only what it belongs to may change (its body is written again with it). */
+  private updateMembership(key: ResourceKey, entry: Entry, scopes: readonly string[] | undefined, fields: Record<string, string> | undefined): undefined | Promise<CachedObject | undefined> {
+    if (same(entry.meta.scopes, scopes) && sameFields(entry.meta.fields, fields)) return undefined
     entry.meta = { ...entry.meta, scopes, fields }
-    const object = await this.withBody(key, entry)
-    if (object) await this.save(key, { ...object, labels: entry.labels })
+    return this.withBody(key, entry).then(object => object && { ...object, labels: entry.labels })
   }
 
   /**
    * A DELETED seen through `via` (or a removal by name): the object leaves that scope, and the cache
-   * when no other scope holds it.
+   * when no other scope holds it. A deletion older than the copy held (the object was made again
+   * since) changes nothing.
    */
-  async remove(key: ResourceKey, namespace: string, name: string, via?: ParsedScope): Promise<void> {
+  async remove(key: ResourceKey, namespace: string, name: string, via?: ParsedScope, resourceVersion = ''): Promise<void> {
     const collection = this.find(key)
+    if (collection) this.follow(collection, via, resourceVersion)
     const entry = collection?.entries.get(objectKey(namespace, name))
     if (!collection || !entry) return
+    if (resourceVersion && !isNotOlder(resourceVersion, entry.meta.resourceVersion)) {
+      this.stats.olderIgnored++
+      return
+    }
     collection.lastUpdate = Date.now()
     const remaining = via && entry.meta.scopes ? entry.meta.scopes.filter(s => s !== via.id) : []
-    if (remaining.length > 0) return this.updateMembership(key, entry, this.interned(remaining), entry.meta.fields)
-    await this.drop(key, collection, entry)
+    if (remaining.length > 0) {
+      const change = await this.updateMembership(key, entry, this.interned(remaining), entry.meta.fields)
+      if (change) await this.persister?.write(key, [{ t: 'put', object: change }])
+      return
+    }
+    await this.persister?.write(key, this.drop(key, collection, entry))
   }
 
-  private async drop(key: ResourceKey, collection: Collection, entry: Entry): Promise<void> {
+  private drop(key: ResourceKey, collection: Collection, entry: Entry): DiskOp[] {
     const { namespace, name } = entry.meta
     collection.entries.delete(objectKey(namespace, name))
     this.bodies.delete(CacheStore.bodyKey(key, namespace, name))
-    await this.save(key, undefined, namespace, name)
+    return [{ t: 'remove', namespace, name }]
   }
 
   /**
    * A whole list of one scope (all pages): its items are that scope, and objects it held that the
-   * list no longer has leave it. An object of the scope's range held only through scopes this one
-   * covers is gone from the cloud; one that another, unrelated scope still holds stays there.
+   * list no longer has leave it. The newest version of each object wins, unless the list is older
+   * than what the scope has already seen: then the apiserver's history went back (etcd restored
+   * from a backup), and the list replaces the scope as it stands, newer copies included; every other
+   * scope of the collection is from the old history and is no longer whole.
    */
-  async replaceScope(
-    key: ResourceKey,
-    scope: ParsedScope,
-    list: { items: CachedObject[]; kind: string; apiVersion: string; resourceVersion: string },
-  ): Promise<void> {
-    const { items, kind, apiVersion } = list
+  async replaceScope(key: ResourceKey, scope: ParsedScope, list: ListState): Promise<void> {
     const collection = this.collection(key)
+    this.admit(collection, list.kind, list.apiVersion, `a ${list.kind || 'kind-less'} list`)
+    const items = newestOf(list.items)
+    const tooLarge = items.find(o => !this.fits(key, o))
+    if (tooLarge) {
+      this.invalidate(collection, scope, `${objectKey(tooLarge.namespace, tooLarge.name)} (${tooLarge.body.length} bytes) is too large to cache`)
+      await this.persister?.write(key, [{ t: 'meta', meta: collection.meta() }])
+      return
+    }
     const listVersion = numericVersion(list.resourceVersion)
-    if (listVersion > collection.listResourceVersion) collection.listResourceVersion = listVersion
-    collection.kind ||= kind
-    collection.apiVersion ||= apiVersion
+    const prior = collection.listed.get(scope.id)
+    const newHistory = prior !== undefined && listVersion > 0n && listVersion < prior.reached
+    if (newHistory) {
+      this.stats.newHistories++
+      this.log.warn({ component: key.component, resource: resourceDirName(key), scope: describeScope(scope), listed: list.resourceVersion, seen: prior.reached.toString() }, "cache: a list older than what its scope has seen: the apiserver's history went back; the scope is replaced")
+      for (const other of [...collection.listed.values()]) if (other !== prior) this.invalidate(collection, other.scope, `the apiserver's history went back (a list at ${list.resourceVersion} after ${prior.reached})`)
+      collection.listResourceVersion = listVersion
+    } else if (listVersion > collection.listResourceVersion) {
+      collection.listResourceVersion = listVersion
+    }
     const listed = new Set(items.map(o => objectKey(o.namespace, o.name)))
-    const writes: Promise<void>[] = []
+    const ops: DiskOp[] = []
+    const updates: Promise<CachedObject | undefined>[] = []
     for (const [id, entry] of collection.entries) {
       if (listed.has(id)) continue
+      const newer = numericVersion(entry.meta.resourceVersion) > listVersion
+      // a copy newer than the list came after it (through another scope or a get): the list cannot speak for it, unless it is a new history
+      if (newer && !newHistory) continue
       const scopes = entry.meta.scopes
-      if (scopes?.includes(scope.id)) {
-        const remaining = scopes.filter(s => s !== scope.id)
-        writes.push(remaining.length > 0 ? this.updateMembership(key, entry, this.interned(remaining), entry.meta.fields) : this.drop(key, collection, entry))
+      if (newer || (scopes?.includes(scope.id) && scopes.length === 1)) ops.push(...this.drop(key, collection, entry))
+      else if (scopes?.includes(scope.id)) {
+        const change = this.updateMembership(key, entry, this.interned(scopes.filter(s => s !== scope.id)), entry.meta.fields)
+        if (change) updates.push(change)
       } else if (inScope(indexed(entry), scope) && (scopes ?? []).every(s => { const other = collection.listed.get(s); return other !== undefined && covers(scope, other.scope) })) {
-        writes.push(this.drop(key, collection, entry))
+        ops.push(...this.drop(key, collection, entry))
       }
     }
-    // A whole list is the apiserver's word on its scope: it replaces even a "newer" cached version
-    // (a cluster restored from backup counts from a lower resourceVersion again).
-    const changed: CachedObject[] = []
     for (const object of items) {
-      const change = this.index(key, object, scope, true)
-      if (change instanceof Promise) writes.push(change)
-      else if (change) changed.push(change)
+      const change = this.index(key, collection, object, scope, newHistory)
+      if (change instanceof Promise) updates.push(change)
+      else if (change) ops.push({ t: 'put', object: change })
     }
-    writes.push(this.saveAll(key, changed))
-    collection.listed.set(scope.id, { scope, resourceVersion: list.resourceVersion })
+    for (const change of await Promise.all(updates)) if (change) ops.push({ t: 'put', object: change })
+    collection.listed.set(scope.id, { scope, resourceVersion: list.resourceVersion, reached: listVersion })
+    collection.incomplete.delete(scope.id)
     collection.origin = 'cloud'
     collection.lastUpdate = Date.now()
-    writes.push(this.disk?.putCollectionMeta(key, collection.meta()).catch(error => this.log.error({ err: (error as Error).message }, 'cache: scope list not saved')) ?? Promise.resolve())
-    await Promise.all(writes)
-  }
-
-  /** Writes one object, or its removal when `object` is undefined. */
-  private save(key: ResourceKey, object: CachedObject | undefined, namespace = object!.namespace, name = object!.name): Promise<void> {
-    if (object) return this.saveAll(key, [object])
-    if (!this.disk) return Promise.resolve()
-    return this.disk.remove(key, namespace, name).then(
-      () => this.landed(key, [{ namespace, name, body: undefined }]),
-      error => this.failed(key, [{ namespace, name, body: undefined }], error),
-    )
+    ops.push({ t: 'meta', meta: collection.meta() })
+    await this.persister?.write(key, ops)
   }
 
   /**
-   * Writes objects to disk, all in one journal append. A failure is logged and counted, the bodies
-   * stay pinned in memory, and the writes are tried again later with whatever memory holds then.
+   * What the cache holds of a scope is no longer known to be whole (an event that could not be
+   * read, a watch that skipped ahead, an object too large): offline, its lists are refused, with
+   * why, until it is listed whole again.
    */
-  private async saveAll(key: ResourceKey, objects: CachedObject[]): Promise<void> {
-    for (const object of objects) this.bodies.set(CacheStore.bodyKey(key, object.namespace, object.name), object.body)
-    if (!this.disk || objects.length === 0) return
-    try {
-      await this.disk.putAll(key, objects)
-      this.landed(key, objects)
-    } catch (error) {
-      this.failed(key, objects, error)
-    }
-  }
-
-  /** Written: what memory holds now has nothing left to catch up on. */
-  private landed(key: ResourceKey, written: readonly { namespace: string; name: string; body: Buffer | undefined }[]): void {
-    if (this.unsaved.size === 0) return
+  async invalidateScope(key: ResourceKey, scope: ParsedScope, why: string): Promise<void> {
     const collection = this.find(key)
-    for (const { namespace, name, body } of written) {
-      const id = CacheStore.bodyKey(key, namespace, name)
-      const current = collection?.entries.get(objectKey(namespace, name))
-      if (body ? current !== undefined && this.currentBody(id) === body : current === undefined) this.unsaved.delete(id)
+    if (!collection) return
+    if (this.invalidate(collection, scope, why)) await this.persister?.write(key, [{ t: 'meta', meta: collection.meta() }])
+  }
+
+  /** Returns whether a listed scope was dropped (the meta record must be written again). */
+  private invalidate(collection: Collection, scope: ParsedScope, why: string): boolean {
+    collection.incomplete.delete(scope.id)
+    collection.incomplete.set(scope.id, { scope, why, since: Date.now() })
+    // scopes are what clients send: the oldest reasons go first
+    for (const id of collection.incomplete.keys()) {
+      if (collection.incomplete.size <= maxIncompleteScopes) break
+      if (id !== wholeCollection) collection.incomplete.delete(id)
     }
-  }
-
-  private failed(key: ResourceKey, objects: readonly { namespace: string; name: string; body: Buffer | undefined }[], error: unknown): void {
-    this.stats.writeFailures += objects.length
-    const first = objects.find(o => !this.unsaved.has(CacheStore.bodyKey(key, o.namespace, o.name)))
-    if (first) this.log.error({ component: key.component, resource: resourceDirName(key), object: objectKey(first.namespace, first.name), objects: objects.length, err: (error as Error).message }, 'cache: write failed; kept in memory and retried')
-    for (const { namespace, name, body } of objects) {
-      const id = CacheStore.bodyKey(key, namespace, name)
-      this.unsaved.set(id, { key, namespace, name, body: body ?? this.unsaved.get(id)?.body })
-    }
-    this.scheduleRetry()
-  }
-
-  private currentBody(id: string): Buffer | undefined {
-    return this.bodies.get(id) ?? this.unsaved.get(id)?.body
-  }
-
-  private scheduleRetry(): void {
-    if (this.retryTimer) return
-    this.retryTimer = setTimeout(() => void this.retryUnsaved(), this.retryDelay)
-    this.retryTimer.unref()
-  }
-
-  /** Writes memory's current state of every object whose disk state lags behind. */
-  private async retryUnsaved(): Promise<void> {
-    const failuresBefore = this.stats.writeFailures
-    for (const [id, pending] of [...this.unsaved]) {
-      const entry = this.find(pending.key)?.entries.get(objectKey(pending.namespace, pending.name))
-      const body = this.currentBody(id)
-      await this.save(pending.key, entry && body ? { ...entry.meta, body, labels: entry.labels } : undefined, pending.namespace, pending.name)
-    }
-    this.retryTimer = undefined
-    this.retryDelay = this.stats.writeFailures > failuresBefore ? Math.min(this.retryDelay * 2, 60_000) : (this.options.retryMs ?? 1_000)
-    if (this.unsaved.size > 0) this.scheduleRetry()
+    if (!collection.listed.delete(scope.id)) return false
+    const key = collection.key
+    this.log.warn({ component: key.component, resource: resourceDirName(key), scope: describeScope(scope), why }, 'cache: a scope is no longer whole; offline its lists answer 503 until it is listed again')
+    return true
   }
 
   /** Readies the disk for a collection about to be written (a watch cache's first list). */
@@ -539,7 +555,7 @@ export class CacheStore {
   }
 
   async close(): Promise<void> {
-    if (this.retryTimer) clearTimeout(this.retryTimer)
+    this.persister?.close()
     await this.disk?.close()
   }
 }

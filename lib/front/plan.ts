@@ -3,7 +3,8 @@
 // carries it out.
 //
 //   route     who answers: a shared watch cache, the disk cache (the cloud is away), the apiserver
-//   record    what of a 200 answer goes to the disk cache first: objects, a discovery document, nothing
+//   record    what of a successful answer goes to the disk cache first: objects (a read's, or the
+//             answer to the node's own write), a discovery document, nothing
 //   filter    the answer passes the requesting component's filters on the way out
 //   fallback  if no apiserver can be reached, the cache answers instead of a 503
 //
@@ -29,6 +30,8 @@ export interface PlanFacts {
   online: boolean
   /** the component's reads of this kind are recorded (--cache-components) */
   cacheable: boolean
+  /** a write whose answer is recorded like a read: the node reads back what it wrote */
+  recordedWrite: boolean
   /** a discovery document (/api, /apis, …) */
   document: boolean
   /** a read the disk cache may hold, whoever reads it */
@@ -42,7 +45,7 @@ export interface PlanFacts {
 export function planRequest(facts: PlanFacts): Plan {
   const { actsAsNode, online } = facts
   // someone else's identity: neither answered from nor recorded into what the node holds
-  const record = !actsAsNode ? undefined : facts.document ? 'document' : facts.cacheable ? 'objects' : undefined
+  const record = !actsAsNode ? undefined : facts.document ? 'document' : facts.cacheable || facts.recordedWrite ? 'objects' : undefined
   const route: Route = actsAsNode && facts.watchCache ? 'watch-cache' : online ? 'upstream' : 'offline'
   return { route, actsAsNode, record, filter: facts.filtered, fallback: actsAsNode && (facts.cachedKind || facts.document) }
 }

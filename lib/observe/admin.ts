@@ -30,6 +30,8 @@ export interface AdminOptions {
   nodeName: string
   /** what else the hub waits for (the HTTPS port's certificate), '' when nothing */
   pending?: () => string
+  /** what keeps the cache from its promise (offline autonomy off, writes failing); [] when nothing */
+  cacheProblems?: () => string[]
   /** the shared watch caches, for /debug/cache */
   watchCaches?: { describe(): unknown[] }
   /** whether a component is served a resource from a shared collection (`shared-json`, `shared-protobuf`) */
@@ -80,6 +82,7 @@ export function createAdminServer(options: AdminOptions) {
     if (!topology.known) missing.push(`topology context: node ${options.nodeName} not seen yet (cloud ${health.state}, nothing cached)`)
     const pending = options.pending?.()
     if (pending) missing.push(pending)
+    missing.push(...(options.cacheProblems?.() ?? []))
     reply.type('text/plain')
     if (missing.length === 0) return 'ok'
     reply.code(503)
@@ -93,6 +96,8 @@ export function createAdminServer(options: AdminOptions) {
 
   admin.get('/debug/cache', async () => ({
     cloud: health.state,
+    // what would keep an offline answer from being whole: autonomy off, the disk not keeping up
+    problems: options.cacheProblems?.() ?? [],
     memory: store.memory,
     // one upstream list+watch each, shared by every local client of that scope
     watchCaches: options.watchCaches?.describe() ?? [],
@@ -103,8 +108,11 @@ export function createAdminServer(options: AdminOptions) {
         resource: resourceDirName(c.key),
         objects: c.entries.size,
         bytes: c.bytes(),
+        kind: c.kind || null,
         scopes: [...c.listed.values()].map(l => describeScope(l.scope)).sort(),
         listed: c.listed.size > 0,
+        // refused offline until listed whole again, and why
+        incomplete: [...c.incomplete.values()].map(i => ({ scope: i.scope ? describeScope(i.scope) : 'every scope', why: i.why, since: new Date(i.since).toISOString() })),
         origin: c.origin,
         lastUpdate: c.lastUpdate ? new Date(c.lastUpdate).toISOString() : null,
         resourceVersion: c.maxResourceVersion(),

@@ -19,11 +19,22 @@ export interface FilterTally {
   failed: number
 }
 
-/** How well the disk keeps up: failed writes (retried), objects not on disk yet, bodies lost. */
+/** How well the cache keeps its promise: failed writes (retried), objects not on disk yet, bodies lost, answers refused. */
 export interface CacheHealth {
   writeFailures: number
   unsaved: number
   lost: number
+  /** the disk cache is in use at all (the cache dir could be locked and written at start) */
+  enabled: boolean
+  /** everything memory holds is on disk */
+  durable: boolean
+  /** scopes whose cached lists are refused offline until listed whole again */
+  incomplete: number
+  /** answers not kept: of another kind than their resource's, or too large for the disk */
+  rejectedKind: number
+  tooLarge: number
+  /** lists older than what their scope had seen: the apiserver's history went back */
+  newHistories: number
 }
 
 /** What the proxy tells about each request: when it ends, and while a watch is open. */
@@ -118,7 +129,12 @@ export function createMetrics(): Metrics {
     registers: [registry],
   })
   let collections: () => Collection[] = () => []
-  let cacheHealth: () => CacheHealth = () => ({ writeFailures: 0, unsaved: 0, lost: 0 })
+  let cacheHealth: () => CacheHealth = () => ({ writeFailures: 0, unsaved: 0, lost: 0, enabled: true, durable: true, incomplete: 0, rejectedKind: 0, tooLarge: 0, newHistories: 0 })
+  const counterFrom = (value: (h: CacheHealth) => number) =>
+    function (this: Counter) {
+      this.reset()
+      this.inc(value(cacheHealth()))
+    }
   const fromHealth = (value: (h: CacheHealth) => number) =>
     function (this: Gauge) {
       this.set(value(cacheHealth()))
@@ -127,10 +143,43 @@ export function createMetrics(): Metrics {
     name: 'outpost_cache_write_failures_total',
     help: 'Cache writes (and removals) the disk refused; each is kept in memory and retried until it lands',
     registers: [registry],
+    collect: counterFrom(h => h.writeFailures),
+  })
+  new Gauge({
+    name: 'outpost_cache_enabled',
+    help: '1 when the disk cache is in use (offline autonomy on); 0 when the cache dir could not be used at start (/v1/readyz says why)',
+    registers: [registry],
+    collect: fromHealth(h => (h.enabled ? 1 : 0)),
+  })
+  new Gauge({
+    name: 'outpost_cache_durable',
+    help: '1 when everything the cache holds in memory is on disk; 0 while writes fail (kept in memory, retried; /v1/readyz says why)',
+    registers: [registry],
+    collect: fromHealth(h => (h.enabled && h.durable ? 1 : 0)),
+  })
+  new Gauge({
+    name: 'outpost_cache_incomplete_scopes',
+    help: 'Cached scopes not known to be whole (damaged files, an event not recorded, an object too large): offline, their lists answer 503 until listed again',
+    registers: [registry],
+    collect: fromHealth(h => h.incomplete),
+  })
+  new Counter({
+    name: 'outpost_cache_rejected_objects_total',
+    help: 'Answers the cache did not keep: kind (not of the resource the request named) or too-large (over what the disk takes); relayed as usual',
+    labelNames: ['reason'],
+    registers: [registry],
     collect() {
       this.reset()
-      this.inc(cacheHealth().writeFailures)
+      const h = cacheHealth()
+      this.inc({ reason: 'kind' }, h.rejectedKind)
+      this.inc({ reason: 'too-large' }, h.tooLarge)
     },
+  })
+  new Counter({
+    name: 'outpost_cache_new_histories_total',
+    help: "Lists older than what their scope had already seen (the apiserver's history went back, e.g. etcd restored): the scope was replaced",
+    registers: [registry],
+    collect: counterFrom(h => h.newHistories),
   })
   new Gauge({
     name: 'outpost_cache_unsaved_objects',

@@ -6,7 +6,10 @@
 // SIGKILL. After an outage the upstream watch resumes from the cache's version and the apiserver
 // replays what was missed; when it must relist instead (a 410: the outage outlasted the apiserver's
 // window) the difference to what the cache held goes to every watcher as events, in
-// resourceVersion order. Either way no local client has to relist.
+// resourceVersion order. Either way no local client has to relist. The newest version of an object
+// wins (an older event changes nothing); a relist older than the cache's version is a new history
+// (etcd restored from a backup): the cache takes it as it is and ends every watcher with 410 Expired,
+// as the apiserver's own watchers end, so each client lists again. A cache takes only its resource's kind.
 import type { Logger } from 'pino'
 import type { CachedObject, ResourceKey, WireFormat } from '../cache/types.ts'
 import type { CacheStore } from '../cache/store.ts'
@@ -14,6 +17,8 @@ import { numericVersion } from '../cache/store.ts'
 import type { ParsedScope } from '../cache/scope.ts'
 import { vouchedFields } from '../cache/scope.ts'
 import { storageKey } from '../api/continue-token.ts'
+import { apiVersionOf, builtinKind, kindProblem } from '../api/kinds.ts'
+import { isNotOlder, newestOf } from '../cache/versions.ts'
 import type { EventType, ReflectorSink } from './reflector.ts'
 import { EventWindow } from './event-window.ts'
 
@@ -35,6 +40,8 @@ export interface CacheListener {
   settle?(): void
   /** what the filters read changed: filter the client's objects again (a filtered watcher) */
   refilter?(): void
+  /** the apiserver's history went back: the client must list again (410 Expired, then the end) */
+  expire(why: string): void
 }
 
 export interface WatchCacheOptions {
@@ -52,6 +59,7 @@ function idOf(object: CachedObject): string {
   return storageKey(object.namespace, object.name)
 }
 
+
 export class WatchCache implements ReflectorSink {
   /** the scope's objects, by storage key */
   readonly objects = new Map<string, CachedObject>()
@@ -65,9 +73,10 @@ export class WatchCache implements ReflectorSink {
   /** resolves once the first list (or the disk's copy, offline) is in */
   readonly synced = new Promise<void>(resolve => (this.syncedResolve = resolve))
   isSynced = false
-  kind = ''
-  apiVersion = ''
-  readonly stats = { relists: 0, replayed: 0, expired: 0 }
+  /** the resource's kind (learned from the first answer when the hub has no table for it) */
+  kind: string
+  readonly apiVersion: string
+  readonly stats = { relists: 0, replayed: 0, expired: 0, olderIgnored: 0, newHistories: 0 }
   lastUsed = Date.now()
   /** lists apply one at a time, after every event before them */
   private queue: Promise<void> = Promise.resolve()
@@ -86,6 +95,8 @@ export class WatchCache implements ReflectorSink {
   constructor(readonly options: WatchCacheOptions) {
     this.window = new EventWindow(options.windowSize ?? 4096)
     this.fields = vouchedFields(options.scope)
+    this.kind = builtinKind(options.storeKey.group, options.storeKey.resource) ?? ''
+    this.apiVersion = apiVersionOf(options.storeKey.group, options.storeKey.version)
     options.store?.prepare(options.storeKey)
   }
 
@@ -117,21 +128,29 @@ export class WatchCache implements ReflectorSink {
     this.syncedResolve()
   }
 
-  private learnKind(object: CachedObject | undefined): void {
-    if (!object) return
-    this.kind ||= object.kind
-    this.apiVersion ||= object.apiVersion
+  /** Throws when an answer is not of this cache's resource: nothing of it is taken. */
+  private admit(kind: string, apiVersion: string): void {
+    const problem = kindProblem(this, kind, apiVersion)
+    if (problem) throw new Error(`watch cache for ${this.options.storeKey.resource}: not taken: ${problem}`)
+    this.kind ||= kind
   }
 
-  replace(listed: CachedObject[], resourceVersion: string, format?: WireFormat): Promise<void> {
-    const items = listed.map(o => this.vouched(o))
+  private learnKind(object: CachedObject | undefined): void {
+    if (object) this.admit(object.kind, object.apiVersion)
+  }
+
+  replace(listed: CachedObject[], resourceVersion: string, format?: WireFormat, type?: { kind: string; apiVersion: string }): Promise<void> {
+    // the list's own kind: an empty list of another resource must not empty this one
+    if (type) this.admit(type.kind, type.apiVersion)
+    for (const object of listed) this.admit(object.kind, object.apiVersion)
+    const items = newestOf(listed.map(o => this.vouched(o)))
     return this.serially(async () => {
       if (format) this.answered = format
       const listVersion = numericVersion(resourceVersion)
       const first = !this.isSynced
       if (!first) this.stats.relists++
-      const events = first ? [] : this.difference(items, listVersion)
-      for (const object of items) this.learnKind(object)
+      const newHistory = !first && listVersion > 0n && listVersion < this.resourceVersion
+      const events = first || newHistory ? [] : this.difference(items, listVersion)
       // indexed and queued for the journal at once; the write itself is under way after this
       const written = this.options.store?.replaceScope(this.options.storeKey, this.options.scope, { items, kind: this.kind, apiVersion: this.apiVersion, resourceVersion }) ?? Promise.resolve()
       // nobody has been shown anything of a first list yet: it is taken now, and answers built from
@@ -139,6 +158,7 @@ export class WatchCache implements ReflectorSink {
       if (!first) await written
       this.objects.clear()
       for (const object of items) this.objects.set(idOf(object), object)
+      if (newHistory) return this.restart(listVersion)
       if (listVersion > this.applied) this.applied = listVersion
       if (first) {
         this.writing = written
@@ -151,6 +171,21 @@ export class WatchCache implements ReflectorSink {
       for (const event of events) this.dispatch(event)
       if (listVersion > this.resourceVersion) this.resourceVersion = listVersion
     })
+  }
+
+  /**
+   * The apiserver's history went back: the cache is at the list's version with no window behind
+   * it, and every watcher, whose version belongs to the old history, is told 410 Expired.
+   */
+  private restart(listVersion: bigint): void {
+    this.stats.newHistories++
+    const before = this.resourceVersion
+    this.window.clear()
+    this.resourceVersion = listVersion
+    this.applied = listVersion
+    this.oldest = listVersion
+    this.options.log.warn({ resource: this.options.storeKey.resource, was: before.toString(), now: listVersion.toString() }, "watch cache: the apiserver's history went back; every watcher is told 410 Expired and lists again")
+    for (const listener of [...this.listeners]) listener.expire(`the apiserver's history went back from ${before} to ${listVersion}`)
   }
 
   /** Resolves once what the cache holds is on disk: nothing is sent to a client before (it must survive a SIGKILL). */
@@ -190,16 +225,16 @@ export class WatchCache implements ReflectorSink {
    * written. The reflector is held back only when many are in flight: then (only) a promise to wait for.
    */
   event(type: EventType, received: CachedObject): Promise<void> | undefined {
+    this.learnKind(received)
     const object = this.vouched(received)
-    this.learnKind(object)
     const store = this.options.store
     const written =
       type === 'DELETED'
-        ? store?.remove(this.options.storeKey, object.namespace, object.name, this.options.scope)
+        ? store?.remove(this.options.storeKey, object.namespace, object.name, this.options.scope, object.resourceVersion)
         : store?.put(this.options.storeKey, object, this.options.scope)
     const version = numericVersion(object.resourceVersion)
     if (version > this.applied) this.applied = version
-    this.inFlight.push({ written: written ?? Promise.resolve(), apply: () => this.dispatch({ type, object, resourceVersion: version }) })
+    this.inFlight.push({ written: written ?? Promise.resolve(), apply: () => this.applyEvent({ type, object, resourceVersion: version }) })
     this.drain()
     return this.inFlight.length > maxInFlight ? this.drained() : undefined
   }
@@ -249,6 +284,16 @@ export class WatchCache implements ReflectorSink {
       .then(step)
       .catch(error => this.options.log.error({ err: (error as Error).message }, 'watch cache: a change was not applied'))
     return this.queue
+  }
+
+  /** An upstream event, unless the cache holds a newer copy of its object (a reordered or replayed event). */
+  private applyEvent(event: CacheEvent): void {
+    const held = this.objects.get(idOf(event.object))
+    if (held && !isNotOlder(event.object.resourceVersion, held.resourceVersion)) {
+      this.stats.olderIgnored++
+      return
+    }
+    this.dispatch(event)
   }
 
   private dispatch(event: CacheEvent): void {

@@ -35,6 +35,13 @@ export class EventWindow<E extends Versioned> {
     return dropped
   }
 
+  /** Forgets every event. */
+  clear(): void {
+    this.ring.fill(undefined)
+    this.start = 0
+    this.count = 0
+  }
+
   /** The events newer than `version`, oldest first. */
   after(version: bigint): E[] {
     const out: E[] = []

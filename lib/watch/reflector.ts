@@ -1,9 +1,13 @@
 // One upstream list+watch, for ever, as client-go's Reflector: list, then watch from the list's
 // version; a 410 or an ERROR event relists; failures back off as client-go's do; a watch silent
-// past the apiserver's BOOKMARK period is a dead link and is ended. While the cloud is away it
-// waits, and once it is back resumes the watch from the version it had reached: a short outage
-// costs the apiserver no list at all, only the events it missed. What it reads goes to a sink (a watch cache, the
-// topology context), decoded once into CachedObjects in the wire format asked for.
+// past the apiserver's BOOKMARK period is a dead link and is ended (and counts as a failed watch).
+// While the cloud is away it waits, and once it is back resumes the watch from the version it had
+// reached: a short outage costs the apiserver no list at all, only the events it missed. A relist
+// asks for a state not older than what it had reached (client-go's relistResourceVersion), so a
+// lagging apiserver cannot take it back in time; only when the apiserver cannot give that (its
+// history went back: etcd restored from a backup) does it list the present as it is, and the sink
+// learns of the new history from a list older than what it holds. What it reads goes to a sink (a
+// watch cache, the topology context), decoded once into CachedObjects in the wire format asked for.
 import { pipeline } from 'node:stream'
 import type { Logger } from 'pino'
 import { hubUserAgent } from '../config.ts'
@@ -19,8 +23,12 @@ import type { CachedObject, WireFormat } from '../cache/types.ts'
 export type EventType = 'ADDED' | 'MODIFIED' | 'DELETED'
 
 export interface ReflectorSink {
-  /** a whole list: the state at `resourceVersion` (the first, or a relist after a 410 or an outage), in the format the apiserver answered */
-  replace(items: CachedObject[], resourceVersion: string, format: WireFormat): Promise<void> | void
+  /**
+   * a whole list: the state at `resourceVersion` (the first, or a relist after a 410 or an outage), in
+   * the format the apiserver answered, with the kind and apiVersion its items have (the list's kind
+   * without "List"); a sink that throws refuses the list (the reflector tries again later)
+   */
+  replace(items: CachedObject[], resourceVersion: string, format: WireFormat, type: { kind: string; apiVersion: string }): Promise<void> | void
   event(type: EventType, object: CachedObject): Promise<void> | void
   /** the stream has reached this version with no object to show for it (a list's end, a BOOKMARK); an event carries its own */
   progress(resourceVersion: string): void
@@ -43,6 +51,8 @@ export const jsonAccept = { list: 'application/json', watch: 'application/json' 
 export const protobufAccept = { list: 'application/vnd.kubernetes.protobuf, */*', watch: 'application/vnd.kubernetes.protobuf, */*' }
 
 class Relist extends Error {}
+/** the apiserver cannot serve a state as new as the one asked for (HTTP 504 "Too large resource version", or 410) */
+class VersionUnavailable extends Relist {}
 
 /** watches failing from one version before the scope is listed again instead */
 const maxWatchRetries = 3
@@ -51,6 +61,8 @@ export class Reflector {
   private stopped = false
   /** the version the sink holds: listed, then moved on by the watch; '' before the first list */
   private reached = ''
+  /** what the next list asks for: '0' at first (any state, cheap), then not older than what was reached; '' when the apiserver cannot give that */
+  private listFrom = '0'
   private stop = () => {}
   private wake = () => {}
 
@@ -77,7 +89,8 @@ export class Reflector {
       }
       try {
         if (!this.reached) {
-          this.reached = await this.list()
+          this.reached = await this.list(this.listFrom)
+          this.listFrom = this.reached
           onListed()
         }
         await this.watch()
@@ -86,6 +99,8 @@ export class Reflector {
         if (this.reached !== from) failedWatches = 0 // it got somewhere before it failed
         // a 410 or an ERROR event lists again; so does a watch that keeps failing from the same version
         if (error instanceof Relist || !this.reached || ++failedWatches >= maxWatchRetries) {
+          if (this.reached) this.listFrom = this.reached
+          if (error instanceof VersionUnavailable) this.listFrom = ''
           this.reached = ''
           failedWatches = 0
         }
@@ -129,10 +144,12 @@ export class Reflector {
     return `${this.path}${this.path.includes('?') ? '&' : '?'}${query}`
   }
 
-  private async list(): Promise<string> {
-    const res = await this.request(this.withQuery('resourceVersion=0'), this.options.accept.list, false)
+  private async list(from: string): Promise<string> {
+    const query = from === '' ? '' : from === '0' ? 'resourceVersion=0' : `resourceVersion=${from}&resourceVersionMatch=NotOlderThan`
+    const res = await this.request(query ? this.withQuery(query) : this.path, this.options.accept.list, false)
     const body = await readAll(res.body)
     this.options.observe?.listed?.(body.length)
+    if (res.statusCode === 504 || res.statusCode === 410) throw new VersionUnavailable(`list ${this.path} at ${from}: ${res.statusCode} ${body.toString().slice(0, 200)}`)
     if (res.statusCode !== 200) throw new Error(`list ${this.path}: ${res.statusCode} ${body.toString().slice(0, 200)}`)
     const format = framingOf(res.headers['content-type'] as string | undefined)
     if (!format) throw new Error(`list ${this.path}: unexpected content type ${String(res.headers['content-type'])}`)
@@ -143,18 +160,18 @@ export class Reflector {
       throw new Error(`list ${this.resource}: ${(error as Error).message}`)
     }
     if (!list.resourceVersion) throw new Error(`list ${this.resource}: no resourceVersion`)
-    await this.sink.replace(list.items, list.resourceVersion, format)
+    await this.sink.replace(list.items, list.resourceVersion, format, { kind: list.kind, apiVersion: list.apiVersion })
     this.sink.progress(list.resourceVersion)
     return list.resourceVersion
   }
 
-  /** Watches until the stream ends; returns the version to go on from. */
   /** Watches from `reached`, moving it on with every event and BOOKMARK the sink has taken. */
   private async watch(): Promise<void> {
     const res = await this.request(this.withQuery(`watch=true&allowWatchBookmarks=true&timeoutSeconds=300&resourceVersion=${this.reached}`), this.options.accept.watch, true)
     if (res.statusCode !== 200) {
       res.body.destroy()
       if (res.statusCode === 410) throw new Relist(`watch ${this.path}: 410`)
+      if (res.statusCode === 504) throw new VersionUnavailable(`watch ${this.path} from ${this.reached}: 504`)
       throw new Error(`watch ${this.path}: ${res.statusCode}`)
     }
     const format = framingOf(res.headers['content-type'] as string | undefined) ?? 'json'
@@ -162,7 +179,11 @@ export class Reflector {
     this.stop = stop
     this.options.streams?.addUpstreamWatch(stop)
     const closed = this.options.observe?.watchOpened?.()
-    const silence = new SilenceGuard(this.options.silenceMs ?? 150_000, stop)
+    let silent = false
+    const silence = new SilenceGuard(this.options.silenceMs ?? 150_000, () => {
+      silent = true
+      stop()
+    })
     try {
       for await (const chunk of pipeline(res.body, new WatchFrameSplitter(format), () => {})) {
         const frame = chunk as Buffer
@@ -180,6 +201,9 @@ export class Reflector {
           this.reached = event.object.resourceVersion || this.reached
         }
       }
+      // an apiserver whose history is behind the version watched from says nothing at all (its
+      // BOOKMARKs are older than the watch): silence counts as a failed watch, and three relist
+      if (silent) throw new Error(`watch ${this.path}: silent for ${this.options.silenceMs ?? 150_000} ms`)
     } finally {
       silence.stop()
       this.options.streams?.removeUpstreamWatch(stop)

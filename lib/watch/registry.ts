@@ -108,9 +108,9 @@ export class WatchCaches {
       path,
       resource,
       {
-        replace: (items, rv, answered) => {
+        replace: (items, rv, answered, type) => {
           if (cache.isSynced) observer?.relisted(resource, format)
-          return cache.replace(items, rv, answered)
+          return cache.replace(items, rv, answered, type)
         },
         event: (type, object) => cache.event(type, object),
         progress: rv => cache.progress(rv),

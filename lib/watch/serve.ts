@@ -1,13 +1,13 @@
 // Lists and watches answered from a shared watch cache, with kube-apiserver's resourceVersion
 // semantics: unset or 0 is the cache's state (a watch begins with it as ADDED events, N replays); NotOlderThan N waits (3 s at most) for the cache to
-// reach N; an exact version other than the cache's is not the cache's to answer (the caller
+// reach N; a read of the past at a version other than the cache's is not the cache's to answer (the caller
 // forwards it); limit/continue page the cache's snapshot; until a scope's first list is in, 429
 // with Retry-After, as the apiserver's watch cache answers.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { RequestInfo } from '../api/requestinfo.ts'
 import type { WireFormat } from '../cache/types.ts'
 import type { ResponseFilter } from '../../filters/registry.ts'
-import { scopeOf } from '../cache/recorder.ts'
+import { listStatesPresent, scopeOf } from '../cache/recorder.ts'
 import { listBody, paginate } from '../cache/offline.ts'
 import { contentTypeOf, wantedRepresentations } from '../api/negotiate.ts'
 import { failure } from '../api/status.ts'
@@ -78,8 +78,8 @@ export async function serveFromCache(info: RequestInfo, req: IncomingMessage, re
     return true
   }
   const wanted = rv === '' || rv === '0' ? 0n : BigInt(rv)
-  const exact = info.query.get('resourceVersionMatch') === 'Exact'
-  if (info.verb === 'list' && exact && wanted !== cache.resourceVersion) return false
+  // a read of the past (Exact, or a legacy resourceVersion=N with limit) at another version than the cache's
+  if (info.verb === 'list' && !listStatesPresent(info) && wanted !== cache.resourceVersion) return false
   if (wanted > cache.resourceVersion && !(await waitFor(() => cache.resourceVersion >= wanted, online ? 3_000 : 0, cache))) {
     sendStatus(res, failure(504, `Timeout: Too large resource version: ${wanted}, current: ${cache.resourceVersion}`, 'Timeout', { causes: [{ reason: 'ResourceVersionTooLarge', message: 'Too large resource version' }], retryAfterSeconds: 1 }))
     return true
@@ -94,7 +94,7 @@ export async function serveFromCache(info: RequestInfo, req: IncomingMessage, re
     const meta: Record<string, unknown> = { resourceVersion: resourceVersion.toString() }
     if (page.continue) meta.continue = page.continue
     if (page.remainingItemCount !== undefined) meta.remainingItemCount = page.remainingItemCount
-    const body = listBody(cache.format, cache.kind || kindOf(info), cache.apiVersion || apiVersionOf(info), page, meta, options.filter)
+    const body = listBody(cache.format, cache.kind, cache.apiVersion, page, meta, options.filter)
     await cache.written()
     res.writeHead(200, { 'content-type': contentTypeOf(cache.format), 'content-length': body.length, 'cache-control': 'no-cache, private', ...offlineHeaders(online, cache) })
     res.end(body)
@@ -127,13 +127,4 @@ function offlineHeaders(online: boolean, cache: WatchCache): Record<string, stri
 
 function describe(info: RequestInfo): string {
   return [info.namespace && `namespace ${info.namespace}`, info.labelSelector && `labels ${info.labelSelector}`, info.fieldSelector && `fields ${info.fieldSelector}`].filter(Boolean).join(', ') || 'all'
-}
-
-/** An empty list still names its kind: the apiserver's for the resources the caches serve. */
-function kindOf(info: RequestInfo): string {
-  return { services: 'Service', endpoints: 'Endpoints', nodes: 'Node', pods: 'Pod', endpointslices: 'EndpointSlice' }[info.resource] ?? ''
-}
-
-function apiVersionOf(info: RequestInfo): string {
-  return info.apiGroup ? `${info.apiGroup}/${info.apiVersion}` : info.apiVersion
 }

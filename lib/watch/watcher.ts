@@ -87,10 +87,7 @@ export class CacheWatcher implements CacheListener {
         if (typeof options.from === 'bigint') {
           const replay = cache.eventsAfter(options.from)
           if (replay === 'expired') {
-            cache.stats.expired++
-            const status = failure(410, `too old resource version: ${options.from} (${resourceVersion})`, 'Expired')
-            this.write([this.format === 'json' ? Buffer.from(JSON.stringify({ type: 'ERROR', object: status }) + '\n') : encodeWatchEvent('ERROR', encodeBody(status))])
-            setImmediate(() => this.close('expired'))
+            this.expire(`too old resource version: ${options.from} (${resourceVersion})`)
             return
           }
           cache.stats.replayed += replay.length
@@ -122,6 +119,15 @@ export class CacheWatcher implements CacheListener {
     if (this.closed || !this.tracker) return
     // a filtered object waiting for the stream to pass its version may go now
     this.write(this.tracker.advance(resourceVersion))
+  }
+
+  /** The 410 Expired ERROR event the apiserver ends such a watch with; the client lists again. */
+  expire(message: string): void {
+    if (this.closed) return
+    this.cache.stats.expired++
+    const status = failure(410, message, 'Expired')
+    this.write([this.format === 'json' ? Buffer.from(JSON.stringify({ type: 'ERROR', object: status }) + '\n') : encodeWatchEvent('ERROR', encodeBody(status))])
+    setImmediate(() => this.close('expired'))
   }
 
   /** The topology is about to change: what this client was shown is worked out first (FilteredWatch.settle). */

@@ -24,7 +24,7 @@ import { openapiDocument, openapiIndex } from './openapi.ts'
 import { negotiate, notAcceptableMessage } from './render.ts'
 import { ResourceRegistry, type ResourceEntry, type ResourceType } from './resources.ts'
 import { CsrController, type AutoApprove } from './signer.ts'
-import { Store } from './store.ts'
+import { Store, type StoreBackup } from './store.ts'
 import { countMatching, logEntry, type LoggedRequest, type RequestFilter } from './requestlog.ts'
 import { echoUpgrade } from './upgrade.ts'
 import type { WatchStream } from './watch.ts'
@@ -226,6 +226,22 @@ export class ApiServerSimulator {
 
   compact(): void {
     this.store.compact()
+  }
+
+  /** The cluster's state now, for restore(): etcd's snapshot save. */
+  backup(): StoreBackup {
+    return this.store.backup()
+  }
+
+  /**
+   * etcd restored from a backup, then the apiserver restarted: the objects and resourceVersion
+   * of the backup, no history before it, every watch cut. A watch from a version the restored
+   * history has not reached waits in silence (kube-apiserver v1.24's cacher sends nothing at or
+   * below it, BOOKMARKs included); a list not older than such a version answers 504.
+   */
+  restore(backup: StoreBackup): void {
+    this.store.restore(backup)
+    this.dropStreams()
   }
 
   // --- faults and connections ---------------------------------------------------------------

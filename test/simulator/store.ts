@@ -21,6 +21,12 @@ export interface StoreEvent {
 
 export type Listener = (event: StoreEvent) => void
 
+/** A copy of the store's objects at one revision. */
+export interface StoreBackup {
+  readonly rv: number
+  readonly data: ReadonlyMap<string, ReadonlyMap<string, any>>
+}
+
 export class Store {
   private rv = 0
   /** events with rv <= compacted are forgotten: a watch or exact list from before this answers 410 */
@@ -75,6 +81,23 @@ export class Store {
   subscribe(listener: Listener): () => void {
     this.listeners.add(listener)
     return () => this.listeners.delete(listener)
+  }
+
+  /** Everything the store holds now, to restore later (etcd's snapshot save). */
+  backup(): StoreBackup {
+    return { rv: this.rv, data: new Map([...this.data].map(([k, bucket]) => [k, new Map(bucket)])) }
+  }
+
+  /**
+   * Back to a backup (etcd's snapshot restore): its objects and its revision, and no history
+   * before it. Clients that had seen later revisions now hold versions from a history that is gone.
+   */
+  restore(backup: StoreBackup): void {
+    this.data.clear()
+    for (const [k, bucket] of backup.data) this.data.set(k, new Map(bucket))
+    this.rv = backup.rv
+    this.compacted = backup.rv
+    this.events = []
   }
 
   /** Forget the event window: every resourceVersion before now answers 410 Expired. */

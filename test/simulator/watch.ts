@@ -101,6 +101,8 @@ export class WatchStream {
 
   private onEvent(ev: StoreEvent): void {
     if (this.closed || ev.storageKey !== this.params.entry.storageKey) return
+    // the cacher sends a watcher nothing at or below the version it watches from
+    if (this.startRV !== undefined && ev.rv <= this.startRV) return
     const { registry } = this.cluster
     const entry = this.params.entry
     const prev = ev.prev && registry.convertFromStorage(entry, ev.prev)
@@ -125,6 +127,8 @@ export class WatchStream {
 
   private bookmark(initialEventsEnd = false): void {
     const { entry, output } = this.params
+    // a watch from a version this history has not reached (etcd restored from a backup) hears nothing
+    if (this.startRV !== undefined && this.cluster.store.currentRV() < this.startRV) return
     const rv = String(Math.max(this.lastRV, this.cluster.store.currentRV()))
     let object = bookmarkObject(entry, rv, output)
     // storage.AnnotateInitialEventsEndBookmark; a Table's metadata is a ListMeta, with no annotations
