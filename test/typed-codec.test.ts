@@ -1,7 +1,8 @@
 // The typed codec (lib/codec/typed.ts) against what a real kube-apiserver v1.24 sent: every recorded
 // protobuf object must be re-encoded byte for byte from its JSON twin, and decoded to JSON equal to
 // the apiserver's, key order included. Kinds without a recorded twin (Secret, ConfigMap, Namespace,
-// MicroTime in a Lease, a Pod with every kind of field) are round-tripped and checked against
+// MicroTime in a Lease, a Pod with every kind of field, kubelet's CSINode, CSIDriver, RuntimeClass)
+// are round-tripped and checked against
 // hand-computed bytes. Malformed bytes must end in ProtobufError, unknown JSON in SchemaError.
 import t, { type Test } from 'tap'
 import { readFileSync, readdirSync } from 'node:fs'
@@ -25,6 +26,7 @@ import {
 } from '../lib/codec/typed.ts'
 import { FieldReader } from '../lib/codec/wire.ts'
 import { fullPod } from './helpers/typed-objects.ts'
+import { kubeletKinds } from './helpers/kubelet-objects.ts'
 
 const jsonLines = (name: string): any[] =>
   readFileSync(new URL(`./fixtures/apiserver-v1.24/${name}`, import.meta.url), 'utf8')
@@ -250,6 +252,50 @@ t.test('Go rules the fixtures do not show', async t => {
   t.strictSame(back.metadata, { creationTimestamp: null })
 })
 
+// What kubelet writes and lists besides pods: no recorded protobuf twin, so checked against bytes worked
+// out by hand from k8s.io/api v0.24.0 storage/v1 and node/v1 generated.proto (every ObjectMeta
+// below is `0a 13|16` + its name + the 8 empty non-pointer fields gogo always writes).
+const emptyMeta = '12001a0022002a003200380042007a00'
+
+/** A list item as the apiserver writes it: without kind and apiVersion. */
+function itemOf({ kind: _k, apiVersion: _a, ...rest }: any): any {
+  return rest
+}
+
+t.test('CSINode, CSIDriver, RuntimeClass: round trips, and the Go rules in hand-computed bytes', async t => {
+  for (const [key, obj] of Object.entries(kubeletKinds)) roundTrips(t, obj, key)
+  for (const name of ['02-create-csinodes.json', '03-create-leases.json', '05-update-leases.json']) {
+    roundTrips(t, fixtureJson(`kubelet-writes/${name}`).requestObject, `kubelet's ${name}`)
+  }
+  roundTrips(t, { kind: 'CSIDriverList', apiVersion: 'storage.k8s.io/v1', metadata: { resourceVersion: '7' }, items: [] }, 'an empty CSIDriverList')
+  roundTrips(t, { kind: 'RuntimeClassList', apiVersion: 'node.k8s.io/v1', metadata: { resourceVersion: '7' }, items: [itemOf(kubeletKinds['node.k8s.io/v1/RuntimeClass'])] }, 'a RuntimeClassList')
+
+  // the handler is a plain string: written even when empty; nil overhead and scheduling are not
+  const runc = encodeObject({ kind: 'RuntimeClass', apiVersion: 'node.k8s.io/v1', metadata: { name: 'runc' }, handler: 'runc' })
+  t.equal(runc.toString('hex'), `0a160a0472756e63${emptyMeta}120472756e63`)
+  t.strictSame(decodeObject(Buffer.from(`0a160a0472756e63${emptyMeta}1200`, 'hex'), 'node.k8s.io/v1', 'RuntimeClass'), {
+    kind: 'RuntimeClass',
+    apiVersion: 'node.k8s.io/v1',
+    metadata: { name: 'runc', creationTimestamp: null },
+    handler: '',
+  })
+  // a CSINode's spec is a struct, always written; a driver's name and nodeID always, a count of 0 because it is a pointer
+  const csiNode = { kind: 'CSINode', apiVersion: 'storage.k8s.io/v1', metadata: { name: 'n' }, spec: { drivers: [{ name: 'd', nodeID: '', allocatable: { count: 0 } }] } }
+  const csiNodeHex = `0a130a016e${emptyMeta}120b0a090a0164120022020800`
+  t.equal(encodeObject(csiNode).toString('hex'), csiNodeHex)
+  t.strictSame(
+    decodeObject(Buffer.from(csiNodeHex, 'hex'), 'storage.k8s.io/v1', 'CSINode').spec,
+    { drivers: [{ name: 'd', nodeID: '', topologyKeys: null, allocatable: { count: 0 } }] },
+    'topologyKeys has no omitempty: a nil slice is null',
+  )
+  t.strictSame(decodeObject(Buffer.from(`0a130a016e${emptyMeta}`, 'hex'), 'storage.k8s.io/v1', 'CSINode').spec, { drivers: null }, 'no spec on the wire: drivers null')
+  // CSIDriver: pointer bools are varints when set (false too), modes repeated strings, a TokenRequest's audience always
+  const driver = { kind: 'CSIDriver', apiVersion: 'storage.k8s.io/v1', metadata: { name: 'c' }, spec: { attachRequired: false, volumeLifecycleModes: ['Persistent', 'Ephemeral'], tokenRequests: [{ audience: '' }] } }
+  const modes = Buffer.from('1a0a' + Buffer.from('Persistent').toString('hex') + '1a09' + Buffer.from('Ephemeral').toString('hex'), 'hex').toString('hex')
+  t.equal(encodeObject(driver).toString('hex'), `0a130a0163${emptyMeta}121d0800${modes}32020a00`)
+  t.strictSame(decodeObject(encodeObject(driver), 'storage.k8s.io/v1', 'CSIDriver'), { ...driver, metadata: { name: 'c', creationTimestamp: null } })
+})
+
 t.test('unknown or mistyped JSON is refused with its path', async t => {
   const cases: [any, string][] = [
     [{ ...fullPod, spec: { ...fullPod.spec, containers: [{ name: 'c', imagePullPolcy: 'Always' }] } }, 'spec.containers[0].imagePullPolcy'],
@@ -260,6 +306,9 @@ t.test('unknown or mistyped JSON is refused with its path', async t => {
     [{ kind: 'Lease', apiVersion: 'coordination.k8s.io/v1', spec: { renewTime: 'yesterday' } }, 'spec.renewTime'],
     [{ kind: 'PodList', apiVersion: 'v1', items: [{}, { metadata: { nmae: 'x' } }] }, 'items[1].metadata.nmae'],
     [{ kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1beta1', endpoints: [{ addresses: [], zone: 'a' }] }, 'endpoints[0].zone'],
+    [{ kind: 'CSIDriver', apiVersion: 'storage.k8s.io/v1', spec: { seLinuxMount: true } }, 'spec.seLinuxMount'],
+    [{ kind: 'CSINode', apiVersion: 'storage.k8s.io/v1', spec: { drivers: [{ name: 'd', allocatable: { count: '1' } }] } }, 'spec.drivers[0].allocatable.count'],
+    [{ kind: 'RuntimeClass', apiVersion: 'node.k8s.io/v1', overhead: { podFixed: { cpu: 1 } } }, 'overhead.podFixed["cpu"]'],
   ]
   for (const [obj, path] of cases) {
     const err = catchError(() => encodeBody(obj))
@@ -288,6 +337,7 @@ t.test('malformed protobuf ends in ProtobufError for every kind, never another e
     'discovery.k8s.io/v1/EndpointSlice': { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', ...fixtureJson('list-endpointslices.json').items[0] },
     'discovery.k8s.io/v1beta1/EndpointSlice': fixtureJson('get-endpointslice-v1beta1.json'),
     'coordination.k8s.io/v1/Lease': fixtureJson('get-lease-kind-worker2.json'),
+    ...kubeletKinds,
   }
   t.strictSame(Object.keys(samples).sort(), typedKinds.map(k => `${k.apiVersion}/${k.kind}`).sort(), 'a sample for every kind')
   let seed = 7
