@@ -47,7 +47,7 @@ export interface KubeletAnswer {
 export interface KubeletWatch {
   status: number
   contentType: string
-  /** decoded events so far, in order */
+  /** decoded events so far, in order (a frame that does not decode is `{type: 'UNDECODABLE', object: {message}}`) */
   events: { type: string; object: any }[]
   /** the first event (already received or to come) that matches */
   waitFor(match: (event: { type: string; object: any }) => boolean, timeoutMs?: number): Promise<{ type: string; object: any }>
@@ -255,7 +255,7 @@ export function informerWatch(
       if (res.statusCode === 200 && framing) {
         const frames = res.pipe(new WatchFrameSplitter(framing))
         frames.on('data', (frame: Buffer) => {
-          events.push(framing === 'protobuf' ? decodeWatchFrame(frame) : JSON.parse(frame.toString('utf8')))
+          events.push(decodeEvent(frame, framing))
           for (const wake of [...waiters]) wake()
         })
         frames.on('error', () => req.destroy())
@@ -266,7 +266,7 @@ export function informerWatch(
         contentType,
         events,
         close: () => req.destroy(),
-        waitFor: (match, timeoutMs = 5000) =>
+        waitFor: (match, timeoutMs = 10_000) =>
           new Promise((found, fail) => {
             const check = () => {
               const event = events.find(match)
@@ -287,4 +287,12 @@ export function informerWatch(
     req.on('error', reject)
     req.end()
   })
+}
+
+function decodeEvent(frame: Buffer, framing: 'json' | 'protobuf'): { type: string; object: any } {
+  try {
+    return framing === 'protobuf' ? decodeWatchFrame(frame) : JSON.parse(frame.toString('utf8'))
+  } catch (err) {
+    return { type: 'UNDECODABLE', object: { message: (err as Error).message } }
+  }
 }
