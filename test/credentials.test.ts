@@ -2,9 +2,8 @@
 // certificate bootstrapped by CSR, and a serving certificate the cluster signs, all against the
 // simulator, which signs approved CSRs like kube-controller-manager.
 import t from 'tap'
-import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises'
+import { readFile, stat, writeFile } from 'node:fs/promises'
 import { once } from 'node:events'
-import os from 'node:os'
 import path from 'node:path'
 import tls from 'node:tls'
 import { request } from 'undici'
@@ -13,6 +12,7 @@ import { startHub } from '../lib/hub.ts'
 import type { Hub } from '../lib/hub.ts'
 import { capturingLogger, eventually, hubConfig, quietLogger } from './helpers/hub.ts'
 import { createTestPki, writeKubeconfig } from './helpers/pki.ts'
+import { tempDir } from './helpers/temp-dirs.ts'
 import { createCertificateRequest } from '../certs/csr.ts'
 import { nodeClientCertificate, requestCertificate } from '../certs/signing-request.ts'
 import { certificateInfo } from '../certs/pem.ts'
@@ -22,7 +22,6 @@ import * as x509 from '@peculiar/x509'
 import { clientCertificateFile } from '../lib/certificates/credentials.ts'
 import { servingCertificateFile } from '../lib/certificates/serving.ts'
 
-const tmp = (prefix: string) => mkdtemp(path.join(os.tmpdir(), prefix))
 const fast = { reloadIntervalMs: 100, csrPollIntervalMs: 50 }
 const mode = async (file: string) => (await stat(file)).mode & 0o777
 
@@ -40,7 +39,7 @@ async function get(hub: Hub, path: string): Promise<number> {
 t.test('client credentials replaced on disk are used by the next request while a watch stays open', async t => {
   const pki = await createTestPki()
   const simulator = await ApiServerSimulator.start({ tls: { key: pki.server.key, cert: pki.server.cert, ca: pki.ca.cert, requestCert: true }, signerCa: pki.ca, autoApproveCsr: true })
-  const dir = await tmp('outpost-rotate-')
+  const dir = tempDir(t, 'outpost-rotate-')
   const kubeconfig = await writeKubeconfig(dir, { server: simulator.url, ca: pki.ca.cert, cert: pki.client.cert, key: pki.client.key, inline: false })
   const hub = await startHub(hubConfig([], { kubeconfig }), { logger: quietLogger(), timing: fast })
   t.teardown(async () => {
@@ -77,7 +76,7 @@ t.test('a rotation caught half-written keeps the credentials in use', async t =>
   const pki = await createTestPki()
   const other = await createTestPki()
   const simulator = await ApiServerSimulator.start({ tls: { key: pki.server.key, cert: pki.server.cert, ca: pki.ca.cert, requestCert: true } })
-  const dir = await tmp('outpost-halfway-')
+  const dir = tempDir(t, 'outpost-halfway-')
   const kubeconfig = await writeKubeconfig(dir, { server: simulator.url, ca: pki.ca.cert, cert: pki.client.cert, key: pki.client.key, inline: false })
   const captured = capturingLogger()
   const hub = await startHub(hubConfig([], { kubeconfig }), { logger: captured.logger, timing: fast })
@@ -106,8 +105,8 @@ t.test('bootstrap: the client certificate comes by CSR, is stored 0600, used, an
     autoApproveCsr: true,
   })
   t.teardown(() => simulator.close())
-  const bootstrapKubeconfig = await writeKubeconfig(await tmp('outpost-bootstrap-'), { server: simulator.url, ca: pki.ca.cert, token: bootstrapToken, inline: true })
-  const certDir = path.join(await tmp('outpost-certs-'), 'pki')
+  const bootstrapKubeconfig = await writeKubeconfig(tempDir(t, 'outpost-bootstrap-'), { server: simulator.url, ca: pki.ca.cert, token: bootstrapToken, inline: true })
+  const certDir = path.join(tempDir(t, 'outpost-certs-'), 'pki')
   const config = hubConfig([], { bootstrapKubeconfig, certDir })
 
   const captured = capturingLogger()
@@ -130,7 +129,7 @@ t.test('bootstrap: the client certificate comes by CSR, is stored 0600, used, an
   const pemLines = stored.split('\n').filter(l => l.length > 40 && !l.startsWith('-----'))
   t.notOk(pemLines.some(l => logged.includes(l)), 'nor the certificate or its key')
 
-  const again = await startHub({ ...config, cacheDir: await tmp('outpost-cache-') }, { logger: quietLogger(), timing: fast })
+  const again = await startHub({ ...config, cacheDir: tempDir(t, 'outpost-cache-') }, { logger: quietLogger(), timing: fast })
   t.teardown(() => again.close())
   t.equal(simulator.list('certificates.k8s.io/v1', 'CertificateSigningRequest').length, 1, 'a restart uses the stored certificate: no second CSR')
   t.equal(await get(again, '/api/v1/pods'), 200)
@@ -140,7 +139,7 @@ t.test('bootstrap: the client certificate comes by CSR, is stored 0600, used, an
 t.test('serving certificate by CSR: readyz says what it waits for; once approved the HTTPS port serves a cluster-signed certificate', async t => {
   const simulator = await ApiServerSimulator.start()
   simulator.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: 'kind-worker2', labels: { 'apps.openyurt.io/nodepool': 'shanghai' } } })
-  const certDir = await tmp('outpost-serving-')
+  const certDir = tempDir(t, 'outpost-serving-')
   const hub = await startHub(hubConfig([simulator.url], { securePort: 0, servingCert: 'csr', certDir }), { logger: quietLogger(), timing: fast })
   t.teardown(async () => {
     await hub.close()
@@ -189,8 +188,8 @@ t.test('bootstrap: a stored client certificate past 80 % of its life is renewed 
     autoApproveCsr: true,
   })
   t.teardown(() => simulator.close())
-  const bootstrapKubeconfig = await writeKubeconfig(await tmp('outpost-bootstrap-'), { server: simulator.url, ca: pki.ca.cert, token: 'abcdef.0123456789abcdef', inline: true })
-  const certDir = await tmp('outpost-certs-')
+  const bootstrapKubeconfig = await writeKubeconfig(tempDir(t, 'outpost-bootstrap-'), { server: simulator.url, ca: pki.ca.cert, token: 'abcdef.0123456789abcdef', inline: true })
+  const certDir = tempDir(t, 'outpost-certs-')
   // nine days into a ten-day certificate: still valid, due for renewal
   const keys = await generateKeyPair()
   const day = 24 * 60 * 60 * 1000

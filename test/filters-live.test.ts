@@ -7,15 +7,13 @@ import t from 'tap'
 import type { Test } from 'tap'
 import * as k8s from '@kubernetes/client-node'
 import { request } from 'undici'
-import { mkdtempSync } from 'node:fs'
-import os from 'node:os'
 import tls from 'node:tls'
 import { once } from 'node:events'
-import path from 'node:path'
 import { startHarness, eventually, freePort, goDark } from './helpers/hub.ts'
 import type { Harness } from './helpers/hub.ts'
 import { kubeConfigFor } from './helpers/clients.ts'
 import { kubectl } from './helpers/kubectl.ts'
+import { tempDir } from './helpers/temp-dirs.ts'
 import { decodeUnknown, decodeWatchEvent, objectMeta, splitList } from '../lib/codec/protobuf.ts'
 import { decodeBody } from '../lib/codec/typed.ts'
 import { WatchFrameSplitter } from '../lib/api/frames.ts'
@@ -149,7 +147,7 @@ t.test('--disable-filters and --filter-components turn a filter off, or point it
 /** A hub with its HTTPS port where pods reach it (169.254.2.1), a pod that pins the apiserver's address, and kube-proxy's ConfigMap. */
 async function podsThroughHub(t: Test, disabledFilters: string[] = []): Promise<{ h: Harness; securePort: number }> {
   const securePort = await freePort()
-  const certDir = mkdtempSync(path.join(os.tmpdir(), 'outpost-pki-'))
+  const certDir = tempDir(t, 'outpost-pki-')
   const h = await startHarness({ demo: true, config: { securePort, certDir, advertiseAddress: '169.254.2.1', disabledFilters } })
   t.teardown(() => h.close())
   await eventually(() => h.hub.topology.known, 10_000, 'the topology context')

@@ -3,15 +3,13 @@
 // of the hub.
 import t from 'tap'
 import { once } from 'node:events'
-import { mkdtempSync } from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
 import { request } from 'undici'
 import { startDemoCluster } from './simulator/demo.ts'
 import { startHubProcess } from './helpers/hub-process.ts'
 import { eventually } from './helpers/hub.ts'
 import { kubectl } from './helpers/kubectl.ts'
 import { fixtureBytes } from './helpers/fixtures.ts'
+import { tempDir } from './helpers/temp-dirs.ts'
 
 const kubelet = { 'user-agent': 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89' }
 const kubeProxy = { 'user-agent': 'kube-proxy/v1.24.0+0 (linux/amd64) kubernetes/2cc6ddc', accept: 'application/vnd.kubernetes.protobuf, */*' }
@@ -25,9 +23,9 @@ async function dump(url: string, headers: Record<string, string>): Promise<numbe
 t.test('kubectl offline from what kube-proxy and kubelet cached, before and after a SIGKILL restart', async t => {
   const simulator = await startDemoCluster()
   t.teardown(() => simulator.close())
-  const cacheDir = mkdtempSync(path.join(os.tmpdir(), 'outpost-kubectl-offline-'))
+  const cacheDir = tempDir(t, 'outpost-kubectl-offline-')
   const first = await startHubProcess(simulator.url, cacheDir)
-  t.teardown(() => first.child.kill('SIGKILL'))
+  t.teardown(() => first.kill())
 
   // what the node's components read: kube-proxy its Services and slices, kubelet its pods and Node
   t.equal(await dump(`${first.url}/api/v1/services`, kubeProxy), 200)
@@ -69,20 +67,19 @@ t.test('kubectl offline from what kube-proxy and kubelet cached, before and afte
   }
   await check(first.url, 'offline')
 
-  first.child.kill('SIGKILL')
-  await once(first.child, 'exit')
+  await first.kill()
   const second = await startHubProcess(simulator.url, cacheDir)
-  t.teardown(() => second.child.kill('SIGKILL'))
+  t.teardown(() => second.kill())
   await check(second.url, 'after a SIGKILL and an offline restart')
 })
 
 t.test("kubectl offline from slices kube-proxy cached only as protobuf (the recorded apiserver's bytes)", async t => {
-  const cacheDir = mkdtempSync(path.join(os.tmpdir(), 'outpost-kubectl-pb-'))
+  const cacheDir = tempDir(t, 'outpost-kubectl-pb-')
   // a protobuf list as kube-proxy got it from a real kube-apiserver, replayed through the hub
   const replay = await startRecordedApiserver()
   t.teardown(() => replay.close())
   const viaReplay = await startHubProcess(replay.url, cacheDir)
-  t.teardown(() => viaReplay.child.kill('SIGKILL'))
+  t.teardown(() => viaReplay.kill())
   t.equal(await dump(`${viaReplay.url}/apis/discovery.k8s.io/v1/endpointslices`, kubeProxy), 200)
   t.equal((await kubectl(viaReplay.url, ['get', 'namespaces'])).code, 0, 'discovery read once online')
   replay.dark = true

@@ -1,14 +1,12 @@
 // What an operator reads in the logs: one JSON line per request at debug, state changes at info, and
 // never a bearer token, a certificate or key, or a Secret's data, whatever the traffic.
 import t from 'tap'
-import { mkdtemp } from 'node:fs/promises'
-import os from 'node:os'
-import path from 'node:path'
 import { request } from 'undici'
 import { startDemoCluster } from './simulator/demo.ts'
 import { startHub } from '../lib/hub.ts'
 import { capturingLogger, eventually, hubConfig } from './helpers/hub.ts'
 import { createTestPki, writeKubeconfig } from './helpers/pki.ts'
+import { tempDir } from './helpers/temp-dirs.ts'
 
 /** The PEM body lines of a certificate or key: any one of them in a log is a leak. */
 const pemLines = (pem: string) => pem.split('\n').filter(l => l.length > 40 && !l.startsWith('-----'))
@@ -20,7 +18,7 @@ t.test('logs: a line per request, state changes at info, and no credentials or S
   const simulator = await startDemoCluster({ tls: { key: pki.server.key, cert: pki.server.cert, ca: pki.ca.cert, requestCert: true }, tokens: [nodeToken, userToken] })
   const secretValue = 'hunter2-do-not-log-9c1f'
   simulator.create({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'db', namespace: 'default' }, data: { password: Buffer.from(secretValue).toString('base64') } })
-  const kubeconfig = await writeKubeconfig(await mkdtemp(path.join(os.tmpdir(), 'outpost-logs-')), {
+  const kubeconfig = await writeKubeconfig(tempDir(t, 'outpost-logs-'), {
     server: simulator.url,
     ca: pki.ca.cert,
     cert: pki.client.cert,

@@ -18,17 +18,24 @@ const fixture = (name: string) => readFileSync(new URL(`./fixtures/apiserver-v1.
 
 
 /**
+ * Probes of a cloud that hangs fail only when they time out: the harness's 5 s would take 15 s to
+ * go offline. A second per probe, still three in a row.
+ */
+const hangDetection = { healthTimeoutMs: 1_000 }
+
+/**
  * The hub declares the cloud offline while the simulator still accepts every connection and logs
  * every request (it answers none: its probes time out), so anything the hub sends it is counted.
+ * The harness must have been started with hangDetection.
  */
 async function goDarkButListening(h: Harness): Promise<void> {
   await h.simulator.setFault('hang')
   await eventually(() => h.hub.health.state === 'offline', 15_000, 'the hub to declare the hanging cloud offline')
 }
 
-/** The simulator and the hub with short BOOKMARK periods, both online and offline. */
+/** The simulator and the hub with short BOOKMARK periods, both online and offline; a hanging cloud noticed in seconds (hangDetection). */
 function startWithBookmarks(periodMs: number): Promise<Harness> {
-  return startHarness({ simulator: { bookmarkIntervalMs: periodMs }, start: { offlineBookmarkIntervalMs: periodMs } })
+  return startHarness({ simulator: { bookmarkIntervalMs: periodMs }, start: { offlineBookmarkIntervalMs: periodMs }, config: hangDetection })
 }
 
 /** A watch read as it arrives; `ended` also says the hub's cloud state at the moment it ended. */
@@ -172,7 +179,7 @@ t.test('a three-page list is cached once the last page arrives and served whole 
 })
 
 t.test('offline writes: a clear 503 Status and nothing written; the node Lease renewal is answered locally', async t => {
-  const h = await startHarness()
+  const h = await startHarness({ config: hangDetection })
   t.teardown(() => h.close())
   h.simulator.create(configMap('steady', {}, { v: '1' }))
   await getJson(`${h.url}/api/v1/namespaces/default/configmaps`)
@@ -276,7 +283,7 @@ t.test('a damaged cache journal is reported (log and metric); lists it may have 
   first.simulator.create(configMap('good-2'))
   await getJson(`${first.url}/api/v1/namespaces/default/configmaps`)
   const cacheDir = first.cacheDir
-  await first.close()
+  await first.close({ keepCacheDir: true })
   const journal = path.join(cacheDir, 'kubelet', 'configmaps.v1.core', 'journal.0')
   const bytes = readFileSync(journal)
   bytes[bytes.indexOf('"name":"good-2"') + 10] ^= 0xff // a flipped byte inside good-2's record, records follow it

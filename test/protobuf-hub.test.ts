@@ -2,15 +2,12 @@
 // in protobuf): service topology filtered and re-filtered live on protobuf watches, and a SIGKILL
 // in the middle of a protobuf burst, after which the restarted hub still has everything it showed.
 import t from 'tap'
-import { once } from 'node:events'
-import { mkdtempSync } from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
 import { pipeline } from 'node:stream'
 import { request } from 'undici'
 import { startHarness, eventually } from './helpers/hub.ts'
 import { startDemoCluster } from './simulator/demo.ts'
 import { startHubProcess } from './helpers/hub-process.ts'
+import { tempDir } from './helpers/temp-dirs.ts'
 import { WatchFrameSplitter } from '../lib/api/frames.ts'
 import { decodeBody, decodeWatchFrame } from '../lib/codec/typed.ts'
 
@@ -60,9 +57,9 @@ t.test("kube-proxy's protobuf list is filtered, and its protobuf watch re-filter
 t.test('SIGKILL in the middle of a protobuf burst: the restarted hub, offline, still has every pod it showed kubelet', async t => {
   const simulator = await startDemoCluster()
   t.teardown(() => simulator.close())
-  const cacheDir = mkdtempSync(path.join(os.tmpdir(), 'outpost-pb-kill-'))
+  const cacheDir = tempDir(t, 'outpost-pb-kill-')
   const first = await startHubProcess(simulator.url, cacheDir)
-  t.teardown(() => first.child.kill('SIGKILL'))
+  t.teardown(() => first.kill())
   const pods = '/api/v1/pods?fieldSelector=spec.nodeName%3Dkind-worker2'
   const list = await protobufList(first.url + pods, kubelet)
   const watch = await request(`${first.url}${pods}&watch=true&resourceVersion=${list.metadata.resourceVersion}`, { headers: kubelet })
@@ -75,8 +72,7 @@ t.test('SIGKILL in the middle of a protobuf burst: the restarted hub, offline, s
     }
   })()
   await eventually(() => events.length >= 200, 30_000, 'a few hundred pods shown to kubelet')
-  first.child.kill('SIGKILL')
-  await once(first.child, 'exit')
+  await first.kill()
   writing = false
   await writer
   const shown = new Map<string, number>()
@@ -85,7 +81,7 @@ t.test('SIGKILL in the middle of a protobuf burst: the restarted hub, offline, s
 
   await simulator.setFault('refuse')
   const second = await startHubProcess(simulator.url, cacheDir)
-  t.teardown(() => second.child.kill('SIGKILL'))
+  t.teardown(() => second.kill())
   const offline = await protobufList(second.url + pods, kubelet)
   const held = new Map<string, number>(offline.items.map((p: any) => [p.metadata.name, Number(p.metadata.resourceVersion)]))
   const lost = [...shown].filter(([name, rv]) => !((held.get(name) ?? 0) >= rv))

@@ -4,14 +4,13 @@ import { request } from 'undici'
 import { gunzipSync } from 'node:zlib'
 import { once } from 'node:events'
 import net from 'node:net'
-import { mkdtemp } from 'node:fs/promises'
-import os from 'node:os'
 import path from 'node:path'
 import { WebSocket } from 'ws'
 import { ApiServerSimulator } from './simulator/index.ts'
 import { startHub } from '../lib/hub.ts'
 import { startHarness, hubConfig, quietLogger, eventually } from './helpers/hub.ts'
 import { createTestPki, writeKubeconfig } from './helpers/pki.ts'
+import { tempDir } from './helpers/temp-dirs.ts'
 
 const configMap = (name: string, data: Record<string, string> = {}) => ({
   apiVersion: 'v1',
@@ -67,7 +66,7 @@ t.test('a gzip list reaches the client gzip-encoded, as the apiserver sent it', 
 })
 
 t.test('credentials: the hub adds its token; a client token is kept', async t => {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'outpost-proxy-'))
+  const dir = tempDir(t, 'outpost-proxy-')
   const simulator = await ApiServerSimulator.start({ tokens: ['node-token', 'user-token'] })
   const kubeconfig = await writeKubeconfig(dir, { server: simulator.url, token: 'node-token', inline: false })
   const hub = await startHub(hubConfig([], { kubeconfig }), { logger: quietLogger() })
@@ -253,7 +252,7 @@ t.test('an upstream that only speaks TLS is verified with the kubeconfig CA; cli
     tls: { key: pki.server.key, cert: pki.server.cert, ca: pki.ca.cert, requestCert: true },
     tokens: ['unused'],
   })
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'outpost-tls-'))
+  const dir = tempDir(t, 'outpost-tls-')
   const good = await writeKubeconfig(path.join(dir, 'good'), {
     server: simulator.url,
     ca: pki.ca.cert,

@@ -5,9 +5,8 @@
 import t from 'tap'
 import type { Test } from 'tap'
 import { X509Certificate } from 'node:crypto'
-import { chmod, mkdir, mkdtemp, readFile, rename, stat, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises'
 import net from 'node:net'
-import os from 'node:os'
 import path from 'node:path'
 import tls from 'node:tls'
 import type { Duplex } from 'node:stream'
@@ -18,9 +17,9 @@ import { capturingLogger, eventually, hubConfig, quietLogger, startHarness } fro
 import type { Harness } from './helpers/hub.ts'
 import { createTestPki, writeKubeconfig } from './helpers/pki.ts'
 import type { Pem } from './helpers/pki.ts'
+import { tempDir } from './helpers/temp-dirs.ts'
 import { kubectl } from './helpers/kubectl.ts'
 
-const tmp = (prefix: string) => mkdtemp(path.join(os.tmpdir(), prefix))
 const mode = async (file: string) => (await stat(file)).mode & 0o777
 
 // the caller's token and the hub's own (in its kubeconfig); the simulator names users after 6 chars
@@ -221,7 +220,7 @@ interface Setup {
 }
 
 async function mainHub(t: Test): Promise<Setup> {
-  const dir = await tmp('outpost-secure-')
+  const dir = tempDir(t, 'outpost-secure-')
   const pki = await createTestPki()
   const clientCaFile = path.join(dir, 'client-ca.crt')
   await writeFile(clientCaFile, pki.ca.cert)
@@ -411,7 +410,7 @@ t.test('HTTPS port with the generated certificate', async t => {
 // --- certificate files replaced on disk --------------------------------------------------------------
 
 t.test('files mode: replaced certificate files serve new connections; an open one keeps working', async t => {
-  const dir = await tmp('outpost-secure-files-')
+  const dir = tempDir(t, 'outpost-secure-files-')
   const [first, second] = await Promise.all([createTestPki(), createTestPki()])
   const certFile = path.join(dir, 'tls.crt')
   const keyFile = path.join(dir, 'tls.key')
@@ -474,7 +473,7 @@ t.test('files mode: replaced certificate files serve new connections; an open on
 // --- slow and oversized clients ------------------------------------------------------------------------
 
 t.test('slow clients and large bodies, on the plain and the HTTPS port', async t => {
-  const dir = await tmp('outpost-secure-slow-')
+  const dir = tempDir(t, 'outpost-secure-slow-')
   const headerTimeoutMs = 500
   const maxRequestBytes = 1024
   // a certDir that does not exist yet: created 0700

@@ -6,16 +6,33 @@ import { eventually, freePort } from './hub.ts'
 
 const entry = new URL('../../cmd/outpost.ts', import.meta.url).pathname
 
+// As the harness's hubs (helpers/hub.ts): a refused cloud is offline within a second; a slow
+// probe on a loaded box is given seconds, three in a row before a cloud that is there counts as gone.
+const healthFlags = ['--health-interval', '200ms', '--health-timeout', '5s', '--health-failures', '3', '--health-successes', '1']
+
+export interface HubProcess {
+  url: string
+  child: ChildProcess
+  /** SIGKILL; resolves once it has exited, so nothing more is written to its cache dir */
+  kill(): Promise<void>
+}
+
 /** Starts the hub as node kind-worker2 against `server`, resolves once its admin port answers. */
-export async function startHubProcess(server: string, cacheDir: string, extraArgs: string[] = []): Promise<{ url: string; child: ChildProcess }> {
+export async function startHubProcess(server: string, cacheDir: string, extraArgs: string[] = []): Promise<HubProcess> {
   const port = await freePort()
   const adminPort = await freePort()
   const child = spawn(
     process.execPath,
     ['--import', 'tsx', entry, '--server', server, '--cache-dir', cacheDir, '--port', String(port), '--admin-port', String(adminPort), '--secure-port', '0',
-      '--node-name', 'kind-worker2', '--log-level', 'warn', '--health-interval', '200ms', '--health-failures', '2', '--health-successes', '1', ...extraArgs],
+      '--node-name', 'kind-worker2', '--log-level', 'warn', ...healthFlags, ...extraArgs],
     { stdio: ['ignore', 'ignore', 'inherit'] },
   )
+  const exited = new Promise(resolve => child.once('exit', resolve))
+  const kill = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return
+    child.kill('SIGKILL')
+    await exited
+  }
   const url = `http://127.0.0.1:${port}`
   await eventually(async () => {
     try {
@@ -26,5 +43,5 @@ export async function startHubProcess(server: string, cacheDir: string, extraArg
       return false
     }
   }, 30_000, 'the hub process to listen')
-  return { url, child }
+  return { url, child, kill }
 }

@@ -4,9 +4,7 @@ import type { Logger } from 'pino'
 import { Writable } from 'node:stream'
 import { once } from 'node:events'
 import net from 'node:net'
-import { mkdtempSync } from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
+import { processTempDir, removeNow } from './temp-dirs.ts'
 import { ApiServerSimulator } from '../simulator/index.ts'
 import type { SimulatorOptions } from '../simulator/index.ts'
 import { startDemoCluster } from '../simulator/demo.ts'
@@ -21,7 +19,12 @@ export interface Harness {
   /** the hub's proxy URL */
   url: string
   cacheDir: string
-  close(): Promise<void>
+  /**
+   * Closes the hub and the simulator, and removes the cache dir the harness made (one a test
+   * passed in is the test's). keepCacheDir: a restart-style test opens it again; it goes when the
+   * test process exits.
+   */
+  close(options?: { keepCacheDir?: boolean }): Promise<void>
 }
 
 export function hubConfig(servers: string[], overrides: Partial<HubConfig> = {}): HubConfig {
@@ -34,13 +37,17 @@ export function hubConfig(servers: string[], overrides: Partial<HubConfig> = {})
     // the HTTPS port is opt-in per test: it needs a certificate directory
     securePort: null,
     logLevel: 'silent',
-    cacheDir: mkdtempSync(path.join(os.tmpdir(), 'outpost-cache-')),
-    // fast enough that tests see the cloud go and come back within a second or two
+    // A refused connection fails at once: a cloud refused goes offline in about three intervals
+    // (goDark), and comes back in one. A probe that is only slow (a loaded box) is given seconds,
+    // and it takes three of them in a row to declare a cloud offline that is not. Tests of a cloud
+    // that hangs ask for a shorter timeout themselves.
     healthIntervalMs: 100,
-    healthTimeoutMs: 1_000,
-    healthFailures: 2,
+    healthTimeoutMs: 5_000,
+    healthFailures: 3,
     healthSuccesses: 1,
     ...overrides,
+    // removed when the test process exits (startHarness's close() removes its own at once)
+    cacheDir: overrides.cacheDir ?? processTempDir('outpost-cache-'),
   }
 }
 
@@ -63,15 +70,24 @@ export async function startHarness(
 ): Promise<Harness> {
   const simulator = options.demo ? await startDemoCluster(options.simulator) : await ApiServerSimulator.start(options.simulator)
   const config = hubConfig([simulator.url], options.config)
-  const hub = await startHub(config, { logger: quietLogger(), ...options.start })
+  const ownsCacheDir = options.config?.cacheDir === undefined
+  let hub: Hub
+  try {
+    hub = await startHub(config, { logger: quietLogger(), ...options.start })
+  } catch (error) {
+    await simulator.close()
+    if (ownsCacheDir) removeNow(config.cacheDir)
+    throw error
+  }
   return {
     simulator,
     hub,
     url: hub.proxyUrl,
     cacheDir: config.cacheDir,
-    async close() {
+    async close({ keepCacheDir = false } = {}) {
       await hub.close()
       await simulator.close()
+      if (ownsCacheDir && !keepCacheDir) removeNow(config.cacheDir)
     },
   }
 }

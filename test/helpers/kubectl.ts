@@ -1,11 +1,12 @@
 // Runs the real kubectl against the hub, isolated from any kubeconfig on the machine.
 import { execFile, spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
-import { writeFileSync, mkdtempSync } from 'node:fs'
-import os from 'node:os'
+import { writeFileSync } from 'node:fs'
 import path from 'node:path'
+import { processTempDir } from './temp-dirs.ts'
 
-const emptyKubeconfig = path.join(mkdtempSync(path.join(os.tmpdir(), 'outpost-kubectl-')), 'config')
+// kubectl's HOME too (its discovery cache): removed when the test process exits
+const emptyKubeconfig = path.join(processTempDir('outpost-kubectl-'), 'config')
 writeFileSync(emptyKubeconfig, 'apiVersion: v1\nkind: Config\n')
 const env = { ...process.env, KUBECONFIG: emptyKubeconfig, HOME: path.dirname(emptyKubeconfig) }
 
