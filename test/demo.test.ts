@@ -3,10 +3,12 @@
 import t from 'tap'
 import type { Test } from 'tap'
 import { spawn, execFile } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
 import { eventually, freePort } from './helpers/hub.ts'
 import { kubectl } from './helpers/kubectl.ts'
+import { tempDir } from './helpers/temp-dirs.ts'
 
 const entry = new URL('../cmd/outpost.ts', import.meta.url).pathname
 
@@ -16,6 +18,32 @@ function run(args: string[], env: Record<string, string> = {}): Promise<{ code: 
       resolve({ code: error ? (error as any).code : 0, stdout, stderr })
     })
   })
+}
+
+/**
+ * `npm start` as it runs the demo, on free ports. Its cache and certificates go in directories of
+ * the test's (the demo would make temp dirs it leaves behind, for the newcomer to look into), so
+ * the printed commands name them; the demo is killed, then they are removed, when the test ends.
+ */
+async function startDemo(t: Test): Promise<{ child: ChildProcess; port: number; adminPort: number; output(): string }> {
+  const cacheDir = tempDir(t, 'outpost-demo-cache-')
+  const certDir = tempDir(t, 'outpost-demo-pki-')
+  const port = await freePort()
+  const adminPort = await freePort()
+  const args = ['--port', String(port), '--admin-port', String(adminPort), '--secure-port', String(await freePort()), '--log-level', 'warn', '--cache-dir', cacheDir, '--cert-dir', certDir]
+  const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args])
+  const exited = once(child, 'exit')
+  t.teardown(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL')
+      await exited
+    }
+  })
+  let output = ''
+  child.stdout.on('data', chunk => (output += chunk.toString()))
+  child.stderr.on('data', chunk => (output += chunk.toString()))
+  await eventually(() => output.includes('kubectl'), 30_000, 'the demo banner')
+  return { child, port, adminPort, output: () => output }
 }
 
 t.test('bad flags and values: one line on stderr, exit 2', async t => {
@@ -34,16 +62,9 @@ t.test('bad flags and values: one line on stderr, exit 2', async t => {
 })
 
 t.test('the demo serves, and its printed commands work as printed', async t => {
-  const port = await freePort()
-  const adminPort = await freePort()
-  const child = spawn(process.execPath, ['--import', 'tsx', entry, '--port', String(port), '--admin-port', String(adminPort), '--secure-port', String(await freePort()), '--log-level', 'warn'])
-  let stdout = ''
-  child.stdout.on('data', chunk => (stdout += chunk.toString()))
-  child.stderr.on('data', chunk => (stdout += chunk.toString()))
-  t.teardown(() => child.kill('SIGKILL'))
-  await eventually(() => stdout.includes('kubectl'), 30_000, 'the demo banner')
+  const { child, output } = await startDemo(t)
 
-  const commands = stdout.split('\n').map(l => l.trim()).filter(l => l.startsWith('curl ') || l.startsWith('kubectl '))
+  const commands = output().split('\n').map(l => l.trim()).filter(l => l.startsWith('curl ') || l.startsWith('kubectl '))
   t.equal(commands.length, 4, 'four commands printed')
   const httpsLine = commands.find(c => c.includes('https://'))!
   const viaHttps = await new Promise<string>((resolve, reject) =>
@@ -246,13 +267,7 @@ t.test('every curl command in the README runs as written against the demo and an
   t.same(commands.filter((_, i) => checks[i].length !== 1), [], 'every command has exactly one check')
   t.same(readmeChecks.filter(check => !commands.some(c => check.matches(c))).map(c => c.what), [], 'and every check a command')
 
-  const port = await freePort()
-  const adminPort = await freePort()
-  const child = spawn(process.execPath, ['--import', 'tsx', entry, '--port', String(port), '--admin-port', String(adminPort), '--secure-port', String(await freePort()), '--log-level', 'warn'])
-  let banner = ''
-  child.stdout.on('data', chunk => (banner += chunk.toString()))
-  t.teardown(() => child.kill('SIGKILL'))
-  await eventually(() => banner.includes('kubectl'), 30_000, 'the demo banner')
+  const { port, adminPort } = await startDemo(t)
 
   // In README order (the cache views show what the commands before them read). Only the ports
   // differ from the README, the tests run side by side on free ones; and curl also reports the
