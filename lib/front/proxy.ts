@@ -22,12 +22,14 @@ import { serveFromCache } from '../watch/serve.ts'
 import type { WatchCaches } from '../watch/registry.ts'
 import type { WatchStages } from '../watch/pipeline.ts'
 import type { Recorder, CachePolicy } from '../cache/recorder.ts'
+import type { CacheStore } from '../cache/store.ts'
+import { numericVersion } from '../cache/versions.ts'
 import { isCachedKind, resourceKeyOf, scopeOf } from '../cache/recorder.ts'
 import type { WireFormat } from '../cache/types.ts'
 import type { FilterRegistry, ResponseFilter } from '../../filters/registry.ts'
 import { FilteredWatch } from '../watch/refilter.ts'
 import type { FilteredWatches } from '../watch/refilter.ts'
-import { decodeList, formatOf } from '../cache/decode.ts'
+import { decodeList, decodeObject, formatOf } from '../cache/decode.ts'
 import { serveGet, serveList, serveWatch } from '../cache/offline.ts'
 import { isDiscoveryDocument, serveDocument } from '../cache/documents.ts'
 import type { LiveStreams } from '../watch/streams.ts'
@@ -124,6 +126,7 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
     actsAsNode,
     online,
     cacheable: options.cache?.policy.isCacheable(info) ?? false,
+    recordedWrite: options.cache?.policy.recordsWrite(info) ?? false,
     document: options.cache !== undefined && isDiscoveryDocument(info),
     cachedKind: options.cache !== undefined && isCachedKind(info),
     watchCache: options.watchCaches?.serves(info) ?? false,
@@ -161,7 +164,8 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
   const contentType = (upstreamRes.headers['content-type'] as string | undefined) ?? ''
   const format = formatOf(contentType)
   const framing = framingOf(contentType)
-  const ok = upstreamRes.statusCode === 200
+  // a create answers 201 Created with what was stored, which is recorded as a 200 is
+  const ok = upstreamRes.statusCode === 200 || (upstreamRes.statusCode === 201 && info.verb === 'create')
   const shape = shapeOf(plan, info, { ok, framed: framing !== undefined, encoded: upstreamRes.headers['content-encoding'] !== undefined, decodable: format !== undefined })
   const recorder = ok && ((plan.record === 'objects' && format) || plan.record === 'document') ? options.cache?.recorder : undefined
   const outgoing = ok && format ? filter : undefined
@@ -320,6 +324,29 @@ function isOwnLeaseRenewal(info: RequestInfo, nodeName: string): boolean {
   )
 }
 
+/**
+ * An offline renewal is acknowledged from the last Lease the apiserver acknowledged: kubelet builds
+ * each renewal from the previous answer, so one built from another version is the apiserver's
+ * 409 Conflict (kubelet then reads the Lease again, from the cache, and renews from that).
+ */
+async function leaseConflict(store: CacheStore, info: RequestInfo, contentType: string | undefined, body: Buffer): Promise<Status | undefined> {
+  const format = formatOf(contentType ?? 'application/json')
+  if (!format) return undefined
+  let sent: string
+  try {
+    sent = decodeObject(format, body).resourceVersion
+  } catch {
+    return undefined // not the cache's to judge: acknowledged as before
+  }
+  let held = ''
+  for (const c of store.candidates(resourceKeyOf(info))) {
+    const lease = await store.get(c.key, info.namespace, info.name).catch(() => undefined)
+    if (lease && numericVersion(lease.resourceVersion) > numericVersion(held)) held = lease.resourceVersion
+  }
+  if (!held || !sent || sent === held) return undefined
+  return failure(409, `Operation cannot be fulfilled on leases.coordination.k8s.io "${info.name}": the object has been modified; please apply your changes to the latest version and try again`, 'Conflict', { name: info.name, group: 'coordination.k8s.io', kind: 'leases' })
+}
+
 async function answerOffline(
   info: RequestInfo,
   req: IncomingMessage,
@@ -355,6 +382,11 @@ async function answerOffline(
     return 'cache'
   }
   if (body && isOwnLeaseRenewal(info, options.nodeName)) {
+    const conflict = cache && (await leaseConflict(cache.recorder.store, info, req.headers['content-type'], body))
+    if (conflict) {
+      sendStatus(res, conflict)
+      return 'hub'
+    }
     // kubelet renews its Lease every 10 s and restarts its node status loop when renewals fail;
     // offline the renewal is acknowledged with what it sent, and nothing is written anywhere.
     res.writeHead(200, { 'content-type': req.headers['content-type'] ?? 'application/json', 'content-length': body.length })

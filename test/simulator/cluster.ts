@@ -293,7 +293,8 @@ export class Cluster {
       start = token.start
     } else if (opts.resourceVersion) {
       const rv = parseRV(opts.resourceVersion)
-      if (opts.resourceVersionMatch === 'Exact') {
+      // the cacher hands a legacy resourceVersion=N with a limit to etcd, which reads exactly at N
+      if (opts.resourceVersionMatch === 'Exact' || (!opts.resourceVersionMatch && limit > 0 && rv !== 0)) {
         if (rv > current) throw tooLarge(rv, current)
         if (rv < this.store.compactedRV()) throw new ApiError(failure(410, 'The resourceVersion for the provided list is too old.', 'Expired'))
         atRV = rv

@@ -1,0 +1,150 @@
+// What the cache records stands for what the apiserver said, under the right key, through the real
+// hub and simulator: pages of two lists that share a continue token, a read of the past, a history
+// that went back; and a cache dir the hub cannot use or that another hub holds.
+import t from 'tap'
+import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import { request } from 'undici'
+import { startHub } from '../lib/hub.ts'
+import type { Hub } from '../lib/hub.ts'
+import { startHarness, goDark, hubConfig, quietLogger } from './helpers/hub.ts'
+
+const kubelet = 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89'
+
+async function getJson(url: string): Promise<{ status: number; body: any }> {
+  const res = await request(url, { headers: { 'user-agent': kubelet, accept: 'application/json' } })
+  const text = await res.body.text()
+  return { status: res.statusCode, body: text ? JSON.parse(text) : undefined }
+}
+
+const configMap = (namespace: string, name: string, data: Record<string, string> = {}) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace }, data })
+const names = (list: any) => (list.items as any[]).map(o => `${o.metadata.namespace}/${o.metadata.name}`)
+
+/** Starts another hub on `cacheDir` against the same (dark) simulator: a restart while the cloud is away. */
+async function restartOn(url: string, cacheDir: string): Promise<Hub> {
+  return startHub(hubConfig([url], { cacheDir }), { logger: quietLogger() })
+}
+
+t.test('two namespaces paged at one resourceVersion share a continue token; each is recorded whole, under its own key', async t => {
+  const h = await startHarness()
+  t.teardown(() => h.close())
+  for (const ns of ['alpha', 'beta']) for (let i = 0; i < 100; i++) h.simulator.create(configMap(ns, `cm-${String(i).padStart(3, '0')}`, { ns }))
+  const first = (ns: string) => getJson(`${h.url}/api/v1/namespaces/${ns}/configmaps?limit=50`)
+  const alpha = await first('alpha')
+  const beta = await first('beta')
+  // the apiserver's token is the resourceVersion and the last key relative to the namespace's prefix
+  t.equal(alpha.body.metadata.continue, beta.body.metadata.continue, 'the same token for both namespaces, as kube-apiserver gives')
+  const token = encodeURIComponent(alpha.body.metadata.continue)
+  const alphaRest = await getJson(`${h.url}/api/v1/namespaces/alpha/configmaps?limit=50&continue=${token}`)
+  const betaRest = await getJson(`${h.url}/api/v1/namespaces/beta/configmaps?limit=50&continue=${token}`)
+  t.equal(alphaRest.body.items.length + betaRest.body.items.length, 100, 'the second pages, online')
+
+  await goDark(h)
+  for (const ns of ['alpha', 'beta']) {
+    const offline = await getJson(`${h.url}/api/v1/namespaces/${ns}/configmaps`)
+    t.equal(offline.status, 200, `${ns}: answered offline`)
+    t.equal(offline.body.items.length, 100, `${ns}: all 100, not half`)
+    t.ok(names(offline.body).every(n => n.startsWith(`${ns}/`)), `${ns}: only its own objects`)
+    const one = await getJson(`${h.url}/api/v1/namespaces/${ns}/configmaps/cm-075`)
+    t.equal(one.status, 200, `${ns}: an object of the second page is there`)
+    t.equal(one.body.data.ns, ns)
+  }
+})
+
+t.test('a read of the past is relayed, never recorded; offline, Exact is answered only at the version held', async t => {
+  const h = await startHarness()
+  t.teardown(() => h.close())
+  const before = h.simulator.currentResourceVersion()
+  for (let i = 0; i < 10; i++) h.simulator.create(configMap('app', `cm-${i}`))
+  const now = await getJson(`${h.url}/api/v1/namespaces/app/configmaps`)
+  t.equal(now.body.items.length, 10)
+  const past = await getJson(`${h.url}/api/v1/namespaces/app/configmaps?resourceVersion=${before}&resourceVersionMatch=Exact`)
+  t.equal(past.status, 200)
+  t.equal(past.body.items.length, 0, 'the apiserver answers the past: none yet')
+  const legacyPast = await getJson(`${h.url}/api/v1/namespaces/app/configmaps?resourceVersion=${before}&limit=5`)
+  t.equal(legacyPast.body.items.length, 0, 'a legacy resourceVersion with limit reads the past too')
+
+  await goDark(h)
+  const offline = await getJson(`${h.url}/api/v1/namespaces/app/configmaps`)
+  t.equal(offline.body.items.length, 10, 'offline: the present, all 10')
+  t.equal((await getJson(`${h.url}/api/v1/namespaces/app/configmaps/cm-3`)).status, 200, 'offline: a GET finds it')
+  const old = await getJson(`${h.url}/api/v1/namespaces/app/configmaps?resourceVersion=${before}&resourceVersionMatch=Exact`)
+  t.equal(old.status, 410, 'offline: Exact at a version the cache does not hold is Expired')
+  t.equal(old.body.reason, 'Expired')
+  const held = offline.body.metadata.resourceVersion
+  const exact = await getJson(`${h.url}/api/v1/namespaces/app/configmaps?resourceVersion=${held}&resourceVersionMatch=Exact`)
+  t.equal(exact.status, 200, 'offline: Exact at the version held is answered')
+  t.equal(exact.body.items.length, 10)
+  const future = await getJson(`${h.url}/api/v1/namespaces/app/configmaps?resourceVersion=${BigInt(held) + 100n}`)
+  t.equal(future.status, 504, 'offline: a state newer than the cache holds is the watch cache\'s "Too large resource version"')
+})
+
+t.test("a list older than what its scope has seen is a new history (etcd restored): it replaces the scope, newer copies included", async t => {
+  const h = await startHarness()
+  t.teardown(() => h.close())
+  for (let i = 0; i < 3; i++) h.simulator.create(configMap('app', `kept-${i}`, { v: 'old' }))
+  const backup = h.simulator.backup()
+  h.simulator.create(configMap('app', 'only-in-lost-history'))
+  h.simulator.patch('v1', 'ConfigMap', 'app', 'kept-0', { data: { v: 'newer' } })
+  const seen = await getJson(`${h.url}/api/v1/namespaces/app/configmaps`)
+  t.same(names(seen.body).sort(), ['app/kept-0', 'app/kept-1', 'app/kept-2', 'app/only-in-lost-history'])
+
+  h.simulator.restore(backup)
+  const restored = await getJson(`${h.url}/api/v1/namespaces/app/configmaps`)
+  t.ok(BigInt(restored.body.metadata.resourceVersion) < BigInt(seen.body.metadata.resourceVersion), 'the apiserver now answers at an older version')
+  await goDark(h)
+  const offline = await getJson(`${h.url}/api/v1/namespaces/app/configmaps`)
+  t.equal(offline.status, 200)
+  t.same(names(offline.body).sort(), ['app/kept-0', 'app/kept-1', 'app/kept-2'], 'what the restored history holds, nothing of the lost one')
+  t.equal(offline.body.items.find((o: any) => o.metadata.name === 'kept-0').data.v, 'old', "the restored copy replaced the lost history's newer one")
+  t.equal(offline.body.metadata.resourceVersion, restored.body.metadata.resourceVersion, 'at the new history\'s version')
+  t.equal((await getJson(`${h.url}/api/v1/namespaces/app/configmaps/only-in-lost-history`)).status, 404, 'gone: the whole list said so')
+})
+
+t.test('a cache dir the hub cannot use: it starts, relays online, refuses offline, and says why everywhere', async t => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'outpost-unusable-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const file = path.join(dir, 'not-a-dir')
+  await writeFile(file, 'a file where the cache dir would go')
+  const h = await startHarness({ config: { cacheDir: path.join(file, 'cache') } })
+  t.teardown(() => h.close())
+  h.simulator.create(configMap('app', 'cm'))
+  t.equal((await getJson(`${h.url}/api/v1/namespaces/app/configmaps/cm`)).status, 200, 'online: relayed')
+  const ready = await request(`${h.hub.adminUrl}/v1/readyz`)
+  const readyText = await ready.body.text()
+  t.equal(ready.statusCode, 503, 'readyz is not ok')
+  t.match(readyText, /offline autonomy is off: the cache dir cannot be used/, 'readyz says offline autonomy is off, and why')
+  const metrics = await (await request(`${h.hub.adminUrl}/metrics`)).body.text()
+  t.match(metrics, /^outpost_cache_enabled 0$/m, 'a metric says the cache is off')
+
+  await goDark(h)
+  const offline = await getJson(`${h.url}/api/v1/namespaces/app/configmaps/cm`)
+  t.equal(offline.status, 503, 'offline: refused')
+  t.match(offline.body.message, /offline autonomy is off/, 'the refusal says the cache is off')
+})
+
+t.test('one owner: a second hub on the same cache dir fails at once, naming the first, and changes nothing', async t => {
+  const h = await startHarness()
+  t.teardown(() => h.close())
+  h.simulator.create(configMap('app', 'cm'))
+  t.equal((await getJson(`${h.url}/api/v1/namespaces/app/configmaps`)).status, 200)
+  await h.hub.store.flush()
+  const sizes = async () => {
+    const out: Record<string, number> = {}
+    const walk = async (dir: string): Promise<void> => {
+      for (const entry of await readdir(dir, { withFileTypes: true })) {
+        const full = path.join(dir, entry.name)
+        if (entry.isDirectory()) await walk(full)
+        else if (entry.isFile()) out[path.relative(h.cacheDir, full)] = (await stat(full)).size
+      }
+    }
+    await walk(h.cacheDir)
+    return out
+  }
+  const before = await sizes()
+  await t.rejects(restartOn(h.simulator.url, h.cacheDir), new RegExp(`pid ${process.pid}`), 'the second hub names the holder')
+  t.same(await sizes(), before, "the first hub's files are untouched")
+  const still = await getJson(`${h.url}/api/v1/namespaces/app/configmaps`)
+  t.equal(still.status, 200, 'the first hub still serves')
+})
