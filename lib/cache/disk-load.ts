@@ -1,0 +1,96 @@
+// Reading one collection back: the newest snapshot, then the journals after it, in order. A torn
+// tail (a write a crash cut short: a record or a batch) is cut off; damage inside a file is not
+// believed: what came before it loads, and the collection lists no scope whole.
+import path from 'node:path'
+import type { Logger } from 'pino'
+import type { CollectionFiles } from './disk-files.ts'
+import { errorCode, errorMessage } from './disk-io.ts'
+import type { DiskIO } from './disk-io.ts'
+import { scanRecords } from './disk-records.ts'
+import { objectKey } from './types.ts'
+import type { CachedObject } from './types.ts'
+
+export interface CollectionRead {
+  objects: Map<string, CachedObject>
+  /** files damaged inside (not at a torn tail): their good records are to be rewritten */
+  damaged: string[]
+  /** damaged or unreadable files: the scopes listed whole are not believed */
+  failed: boolean
+}
+
+const generationOf = (names: readonly string[], prefix: string) => names.filter(n => n.startsWith(prefix) && /^\d+$/.test(n.slice(prefix.length))).map(n => Number(n.slice(prefix.length)))
+
+/** Reads a collection's files into `files` (live records, meta, generation) and returns its objects. */
+export async function readCollection(io: DiskIO, log: Logger, limit: number, files: CollectionFiles, fail: (file: string, reason: string) => void): Promise<CollectionRead> {
+  const names = (await io.readdir(files.dir).catch(() => [])).map(entry => entry.name)
+  const snapshotGen = Math.max(-1, ...generationOf(names, 'snapshot.'))
+  const gen = Math.max(0, snapshotGen, ...generationOf(names, 'journal.').filter(g => g >= snapshotGen))
+  files.gen = gen
+  const objects = new Map<string, CachedObject>()
+  const read: CollectionRead = { objects, damaged: [], failed: false }
+  const leaveCurrentJournal = (file: string) => {
+    // new records go to a new journal, never after the bad part of this one
+    if (file === files.journalName(gen)) {
+      files.gen = gen + 1
+      files.journalSize = 0
+    }
+  }
+  const readFile = async (file: string, isJournal: boolean) => {
+    let bytes: Buffer
+    try {
+      bytes = await io.readFile(file)
+    } catch (error) {
+      if (errorCode(error) === 'ENOENT') return
+      fail(file, `cannot read: ${errorMessage(error)}; lists of this resource answer as never listed until it is listed again`)
+      read.failed = true
+      leaveCurrentJournal(file)
+      return
+    }
+    const { end, torn } = scanRecords(bytes, limit, record => {
+      const { header } = record
+      files.apply(header, { file, bodyAt: record.bodyAt, size: record.size, recordBytes: record.recordBytes })
+      if (header.t === 'p') {
+        const { t: _t, size: _size, ...meta } = header
+        objects.set(objectKey(header.namespace, header.name), { ...meta, body: Buffer.from(bytes.subarray(record.bodyAt, record.bodyAt + record.size)) })
+      } else if (header.t === 'r') {
+        objects.delete(objectKey(header.namespace, header.name))
+      }
+    })
+    if (isJournal) files.journalBytes += end
+    if (file === files.journalName(gen)) files.journalSize = end
+    if (end === bytes.length) return
+    if (isJournal && torn) {
+      // the tail of a write a crash interrupted: the records before it stand
+      log.warn({ path: file, at: end, bytes: bytes.length - end }, `disk cache: ${file}: cut a torn tail of ${bytes.length - end} bytes`)
+      await io.truncate(file, end).catch(error => fail(file, `cannot cut the torn tail: ${errorMessage(error)}`))
+      return
+    }
+    fail(file, `damaged at byte ${end} of ${bytes.length}: the records after it are lost; lists of this resource answer as never listed until it is listed again`)
+    read.damaged.push(file)
+    read.failed = true
+    leaveCurrentJournal(file)
+  }
+  if (snapshotGen >= 0) await readFile(files.snapshotName(snapshotGen), false)
+  for (let g = Math.max(0, snapshotGen); g <= gen; g++) await readFile(files.journalName(g), true)
+  // leftovers of earlier generations, and temp files of an interrupted compaction
+  for (const name of names) {
+    const keep = name === `snapshot.${snapshotGen}` || (/^journal\.\d+$/.test(name) && Number(name.slice(8)) >= Math.max(0, snapshotGen)) || name.endsWith('.damaged')
+    if (!keep) await io.rm(path.join(files.dir, name))
+  }
+  // what a scope list says whole may lie past the damage (a meta record after it included)
+  if (read.failed && files.meta) files.meta = { ...files.meta, listed: [] }
+  return read
+}
+
+/**
+ * Keeps a copy of each damaged file as `<file>.damaged` (a hard link: the original goes when the
+ * good records are rewritten), replacing the copies an earlier load kept.
+ */
+export async function setDamagedAside(io: DiskIO, log: Logger, files: CollectionFiles, damaged: readonly string[]): Promise<void> {
+  for (const entry of await io.readdir(files.dir).catch(() => [])) {
+    if (entry.name.endsWith('.damaged')) await io.unlink(path.join(files.dir, entry.name)).catch(() => {})
+  }
+  for (const file of damaged) {
+    await io.link(file, `${file}.damaged`).catch(error => log.warn({ path: file, err: errorMessage(error) }, 'disk cache: no copy of the damaged file kept'))
+  }
+}
