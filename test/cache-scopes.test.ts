@@ -25,9 +25,10 @@ async function cacheDir(t: { teardown(fn: () => unknown): void }): Promise<strin
   return dir
 }
 
-async function openStore(dir: string, options: { maxBodyBytes?: number; retryMs?: number } = {}): Promise<{ store: CacheStore; disk: DiskCache; recorder: Recorder }> {
+async function openStore(t: { teardown(fn: () => unknown): void }, dir: string, options: { maxBodyBytes?: number; retryMs?: number } = {}): Promise<{ store: CacheStore; disk: DiskCache; recorder: Recorder }> {
   const disk = await DiskCache.open(dir, log)
   const store = new CacheStore(disk, log, options)
+  t.teardown(() => store.close())
   await store.load()
   return { store, disk, recorder: new Recorder(store, log) }
 }
@@ -36,7 +37,7 @@ const names = (items: CachedObject[]) => items.map(o => o.name)
 
 t.test("a GET of kubelet's pod never makes its offline spec.nodeName list forget it, before or after a restart", async t => {
   const dir = await cacheDir(t)
-  const { store, recorder } = await openStore(dir)
+  const { store, recorder } = await openStore(t, dir)
   const list = classify('GET', '/api/v1/pods?fieldSelector=spec.nodeName%3Dkind-worker2&resourceVersion=0', kubeletUA)
   await recorder.recordListPage(list, 'protobuf', fixtureBytes('list-pods-kind-worker2.pb'))
   const items = splitList(decodeUnknown(fixtureBytes('list-pods-kind-worker2.pb')).raw).items
@@ -53,8 +54,9 @@ t.test("a GET of kubelet's pod never makes its offline spec.nodeName list forget
   t.equal(before.items.find(o => o.name === pod.name)?.resourceVersion, newer, 'with the newer body')
   t.equal(before.items.length, items.length)
   await store.flush()
+  await store.close()
 
-  const restarted = await openStore(dir)
+  const restarted = await openStore(t, dir)
   const after = (await restarted.store.list(resourceKeyOf(list), scope))!
   t.ok(after.complete, 'the listed scope is known after a restart')
   t.same(names(after.items).sort(), names(before.items).sort(), 'and after a restart')
@@ -76,7 +78,7 @@ const everything = parseScope({ namespace: '', labelSelector: '', fieldSelector:
 
 t.test('a DELETED seen through one scope leaves the object in another scope that holds it', async t => {
   const dir = await cacheDir(t)
-  const { store } = await openStore(dir)
+  const { store } = await openStore(t, dir)
   const both = cm('both', 10, { app: 'a', tier: 'web' })
   await store.replaceScope(key, byApp, { items: [both, cm('only-app', 11, { app: 'a' })], kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '20' })
   await store.replaceScope(key, byTier, { items: [both], kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '21' })
@@ -86,7 +88,8 @@ t.test('a DELETED seen through one scope leaves the object in another scope that
   t.same(names((await store.list(key, byTier))!.items), ['both'], 'the other scope still serves it')
   t.same(names((await store.list(key, byApp))!.items), ['only-app'], 'the scope it left does not')
   await store.flush()
-  const restarted = await openStore(dir)
+  await store.close()
+  const restarted = await openStore(t, dir)
   t.same(names((await restarted.store.list(key, byTier))!.items), ['both'], 'the same after a restart')
   await restarted.store.remove(key, 'default', 'both', byTier)
   t.same(names((await restarted.store.list(key, byTier))!.items), [], 'gone once no scope holds it')
@@ -94,7 +97,7 @@ t.test('a DELETED seen through one scope leaves the object in another scope that
 })
 
 t.test('a relist removes what its scope no longer has, and only that', async t => {
-  const { store } = await openStore(await cacheDir(t))
+  const { store } = await openStore(t, await cacheDir(t))
   await store.replaceScope(key, byApp, { items: [cm('x', 10, { app: 'a', tier: 'web' })], kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '20' })
   await store.replaceScope(key, byTier, { items: [cm('x', 10, { app: 'a', tier: 'web' })], kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '20' })
   await store.replaceScope(key, byApp, { items: [], kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '30' })
@@ -105,10 +108,11 @@ t.test('a relist removes what its scope no longer has, and only that', async t =
 
 t.test('the scopes listed whole and the newest list version survive a restart', async t => {
   const dir = await cacheDir(t)
-  const { store } = await openStore(dir)
+  const { store } = await openStore(t, dir)
   await store.replaceScope(key, byApp, { items: [cm('x', 10, { app: 'a' })], kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '500' })
   await store.flush()
-  const restarted = await openStore(dir)
+  await store.close()
+  const restarted = await openStore(t, dir)
   const selection = (await restarted.store.list(key, parseScope({ namespace: 'default', labelSelector: 'app=a', fieldSelector: '' })))!
   t.ok(selection.complete, 'a narrower scope of the listed one is answered whole')
   t.equal(selection.resourceVersion, '500', 'at the version of the list, not only of its newest item')
@@ -116,7 +120,7 @@ t.test('the scopes listed whole and the newest list version survive a restart', 
 })
 
 t.test('a relist of what the cache already holds writes nothing', async t => {
-  const { store, disk } = await openStore(await cacheDir(t))
+  const { store, disk } = await openStore(t, await cacheDir(t))
   const items = Array.from({ length: 20 }, (_, i) => cm(`cm-${i}`, 100 + i, { app: 'a' }))
   await store.replaceScope(key, byApp, { items, kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '200' })
   await store.flush()
@@ -132,8 +136,7 @@ t.test('a relist of what the cache already holds writes nothing', async t => {
 
 t.test('a write the disk refuses stays in memory, is counted, and lands once the disk takes it', async t => {
   const dir = await cacheDir(t)
-  const { store, disk } = await openStore(dir, { retryMs: 50 })
-  t.teardown(() => store.close())
+  const { store, disk } = await openStore(t, dir, { retryMs: 50 })
   // a file where the collection's directory should be: its journal cannot be created
   await mkdir(path.join(dir, 'kubelet'), { recursive: true })
   const blocker = path.join(dir, 'kubelet', 'configmaps.v1.core')
@@ -145,13 +148,14 @@ t.test('a write the disk refuses stays in memory, is counted, and lands once the
   await unlink(blocker)
   await eventually(() => store.unsavedCount === 0, 10_000, 'the retry to land')
   await disk.flush()
-  const restarted = await openStore(dir)
+  await store.close()
+  const restarted = await openStore(t, dir)
   t.equal((await restarted.store.get(key, 'default', 'x'))?.resourceVersion, '10', 'on disk now')
 })
 
 t.test('objects whose journal vanished are reported, not dropped from a list that claims to be whole', async t => {
   const dir = await cacheDir(t)
-  const { store } = await openStore(dir, { maxBodyBytes: 1 })
+  const { store } = await openStore(t, dir, { maxBodyBytes: 1 })
   await store.replaceScope(key, everything, { items: [cm('a', 10, {}), cm('b', 11, {})], kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '20' })
   await store.flush()
   await unlink(path.join(dir, 'kubelet', 'configmaps.v1.core', 'journal.0'))
@@ -163,7 +167,7 @@ t.test('objects whose journal vanished are reported, not dropped from a list tha
 })
 
 t.test("JSON objects are stored as the apiserver's bytes: integers past 2^53 survive, nothing is re-serialized", async t => {
-  const { store, recorder } = await openStore(await cacheDir(t))
+  const { store, recorder } = await openStore(t, await cacheDir(t))
   const big = '9007199254740993'
   const item = `{"metadata":{"name":"p","namespace":"default","resourceVersion":"7","labels":{"app":"a"}},"spec":{"activeDeadlineSeconds":${big},"x":"caf\\u00e9 \\"q\\" ]}"}}`
   const list = Buffer.from(`{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"9"},"items":[${item}, {"metadata":{"name":"q","namespace":"default","resourceVersion":"8"}}]}`)

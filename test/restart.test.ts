@@ -78,11 +78,13 @@ t.test('SIGKILL mid-burst, restart offline: every file parses, nothing acknowled
   t.ok(acknowledged.size >= 300, `${acknowledged.size} events acknowledged to the client before the kill`)
 
   const disk = await DiskCache.open(cacheDir, pino({ level: 'silent' }))
+  t.teardown(() => disk.close())
   const onDisk = new Map<string, number>()
   const report = await disk.load(({ key, object }) => {
     if (key.component === 'kubelet' && key.resource === 'configmaps') onDisk.set(object.name, Number(object.resourceVersion))
   })
   t.equal(report.failed.length, 0, 'every cache file parses')
+  await disk.close()
   const lost = [...acknowledged].filter(([name, version]) => !(onDisk.get(name)! >= version))
   t.same(lost, [], 'every object acknowledged to the client is on disk, at least at the version the client saw')
 
@@ -132,7 +134,9 @@ t.test('SIGTERM with open watches exits 0, ends the watches, and leaves a loadab
   const ends = await Promise.race([Promise.all(readers.map(r => r.ended)), sleep(20_000, undefined, { ref: false })])
   t.ok(ends, 'every watch open until the SIGTERM was ended by the shutdown')
   t.same(ends?.map(e => (e.error ? String(e.error) : 'clean')), ['clean', 'clean', 'clean'], 'ended cleanly after the last whole event')
-  const report = await (await DiskCache.open(cacheDir, pino({ level: 'silent' }))).load(() => {})
+  const disk = await DiskCache.open(cacheDir, pino({ level: 'silent' }))
+  t.teardown(() => disk.close())
+  const report = await disk.load(() => {})
   t.equal(report.failed.length, 0, 'the cache loads')
   t.ok(report.loaded > 0, 'and holds what was recorded')
 })

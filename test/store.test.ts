@@ -1,7 +1,7 @@
 // The cache index: bodies beyond the memory budget are read back from disk, scopes do not
 // overwrite each other, and nothing goes back in time.
 import t from 'tap'
-import { mkdtempSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { pino } from 'pino'
@@ -19,7 +19,10 @@ function configMap(name: string, rv: number, labels: Record<string, string> = {}
 }
 
 t.test('bodies over the memory budget are evicted and read back from disk', async t => {
-  const disk = await DiskCache.open(mkdtempSync(path.join(os.tmpdir(), 'outpost-store-')), log)
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'outpost-store-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const disk = await DiskCache.open(dir, log)
+  t.teardown(() => disk.close())
   const store = new CacheStore(disk, log, { maxBodyBytes: 2_000 })
   const objects = Array.from({ length: 50 }, (_, i) => configMap(`cm-${String(i).padStart(2, '0')}`, 100 + i))
   await store.replaceScope(key, all, { items: objects, kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '200' })

@@ -84,6 +84,7 @@ t.test('the first list: nothing is sent before its write lands, then everything 
   t.same(text.trim().split('\n').slice(0, 3).map(l => [JSON.parse(l).type, JSON.parse(l).object.metadata.name]), [['ADDED', 'a'], ['ADDED', 'b'], ['ADDED', 'c']], 'the watch begins with the state once it is written')
 
   // a restart finds what the clients were shown
+  await held.store.close()
   const again = await DiskCache.open(held.dir, log)
   const names: string[] = []
   await again.load(({ object }) => names.push(object.name))
