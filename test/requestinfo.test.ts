@@ -1,17 +1,26 @@
 // Table test of classify(): every row is a request a real client sends (or an edge of the path
 // grammar), with the RequestInfo that k8s.io/apiserver's RequestInfoFactory would give it, except
-// where this hub decides differently on purpose (exec/attach/portforward → connect, */proxy → proxy).
+// where this hub decides differently on purpose (exec/attach/portforward → connect, */proxy → proxy,
+// and resource paths it does not take for resources: `malformed`). Then the path as Go's net/url
+// reads it, and what the hub writes upstream for it (upstreamPath).
 
 import t from 'tap'
 import { classify, componentOf, isWatch, type RequestInfo } from '../lib/api/requestinfo.ts'
+import { decodeTarget, encodeQuery, escapePath, parseQuery, resourcePath, upstreamPath } from '../lib/api/paths.ts'
 
-type Expected = Partial<Omit<RequestInfo, 'query' | 'path'>>
+type Expected = Partial<Omit<RequestInfo, 'query' | 'path' | 'rawQuery' | 'problem' | 'malformed'>>
 
 interface Row {
   method?: string
   url: string
   ua?: string
   want: Expected
+  /** the decoded path, when the URL's path has escapes */
+  path?: string
+  /** why the hub does not take it for a resource (a part of the reason) */
+  malformed?: string
+  /** the answer the hub gives itself: code and message */
+  problem?: [number, string]
 }
 
 const UA = {
@@ -43,9 +52,16 @@ const rows: Row[] = [
   { url: '/apis/discovery.k8s.io/v1/', want: nonResource() },
   { url: '/', want: nonResource() },
   { method: 'POST', url: '/healthz', want: nonResource('post') },
-  { url: '/api/v1/watch', want: { ...nonResource(), apiVersion: 'v1' } },
-  { url: '/apis/apps/v1/watch', want: { ...nonResource(), apiGroup: 'apps', apiVersion: 'v1' } },
-  { url: '/api/v1/namespaces/%E0%A4%A/pods', want: nonResource() }, // undecodable: forwarded as is
+  // a special verb and nothing after it: the apiserver's RequestInfo resolver fails, and it answers 500
+  { url: '/api/v1/watch', want: { ...nonResource(), apiVersion: 'v1' }, problem: [500, 'Internal Server Error: "/api/v1/watch": failed to create RequestInfo: unable to determine kind and namespace from url, /api/v1/watch'] },
+  { url: '/apis/apps/v1/watch', want: { ...nonResource(), apiGroup: 'apps', apiVersion: 'v1' }, problem: [500, 'Internal Server Error: "/apis/apps/v1/watch": failed to create RequestInfo: unable to determine kind and namespace from url, /apis/apps/v1/watch'] },
+  { url: '/api/v1/proxy?a=1&b=<2>', want: { ...nonResource(), apiVersion: 'v1' }, problem: [500, 'Internal Server Error: "/api/v1/proxy?a=1&amp;b=&lt;2&gt;": failed to create RequestInfo: unable to determine kind and namespace from url, /api/v1/proxy?a=1&amp;b=&lt;2&gt;'] },
+  // an invalid escape: Go's url parse fails, net/http answers 400 before any handler
+  { url: '/api/v1/namespaces/%E0%A4%A/pods', want: nonResource(), problem: [400, 'invalid URL escape "%A/"'] },
+  { url: '/api/v1/namespaces/default/configmaps/a%zz', want: nonResource(), problem: [400, 'invalid URL escape "%zz"'] },
+  { url: '/api/v1/namespaces/default/configmaps/a%4', want: nonResource(), problem: [400, 'invalid URL escape "%4"'] },
+  { url: '/healthz%', want: nonResource(), problem: [400, 'invalid URL escape "%"'] },
+  { url: '*', want: nonResource(), problem: [404, 'the server could not find the requested resource'] },
 
   // ---- core group, cluster-scoped --------------------------------------------------------------
   {
@@ -78,7 +94,7 @@ const rows: Row[] = [
   { method: 'DELETE', url: '/api/v1/namespaces/default/pods', want: { verb: 'deletecollection', resource: 'pods', namespace: 'default', name: '' } },
   { method: 'DELETE', url: '/api/v1/namespaces/default/pods?labelSelector=app%3Dweb', want: { verb: 'deletecollection', ...defaultPods, labelSelector: 'app=web' } },
   { method: 'OPTIONS', url: '/api/v1/namespaces/default/pods', want: { isResourceRequest: true, verb: 'options', ...defaultPods } },
-  { url: '/api/v1/namespaces/default/configmaps/a%3Ab', want: { verb: 'get', resource: 'configmaps', namespace: 'default', name: 'a:b' } },
+  { url: '/api/v1/namespaces/default/configmaps/a%3Ab', path: '/api/v1/namespaces/default/configmaps/a:b', want: { verb: 'get', resource: 'configmaps', namespace: 'default', name: 'a:b' } },
   { method: 'PUT', url: '/api/v1/namespaces/default/pods/nginx/status', want: { verb: 'update', ...nginx, subresource: 'status' } },
   { method: 'POST', url: '/api/v1/namespaces/default/pods/nginx/eviction', want: { verb: 'create', ...nginx, subresource: 'eviction' } },
   { method: 'POST', url: '/api/v1/namespaces/default/pods/nginx/binding', want: { verb: 'create', ...nginx, subresource: 'binding' } },
@@ -168,6 +184,62 @@ const rows: Row[] = [
     want: { verb: 'list', resource: 'nodes', name: 'kind-worker2', fieldSelector: 'metadata.name=kind-worker2', component: 'kubelet' },
   },
 
+  // a name from the field selector only if the apiserver would take it as a path segment
+  { url: '/api/v1/nodes?fieldSelector=metadata.name%3D..', want: { verb: 'list', resource: 'nodes', name: '', fieldSelector: 'metadata.name=..' } },
+  { url: '/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Da%25b', want: { verb: 'list', resource: 'configmaps', namespace: 'default', name: '', fieldSelector: 'metadata.name=a%b' } },
+  // the query as Go reads it: a pair with ';' is dropped, as is one with an invalid escape; '+' is a space
+  { url: '/api/v1/pods?labelSelector=app%3Dweb;x&watch=1', want: { verb: 'watch', resource: 'pods', labelSelector: '' } },
+  { url: '/api/v1/pods?watch=%zz&labelSelector=a+in+(x)', want: { verb: 'list', resource: 'pods', labelSelector: 'a in (x)' } },
+  { url: '/api/v1/pods?fieldSelector=spec.nodeName%3Dn1&fieldSelector=spec.nodeName%3Dn2', want: { verb: 'list', resource: 'pods', fieldSelector: 'spec.nodeName=n1' } },
+
+  // ---- the path as the apiserver reads it: decoded whole, then split on '/' ---------------------
+  // the issue's path: %2F separates, so the resource is "configmaps?x=", which nothing serves
+  {
+    url: '/api/v1/namespaces/atk19%2Fconfigmaps%3Fx%3D/services',
+    path: '/api/v1/namespaces/atk19/configmaps?x=/services',
+    ua: UA.kubeProxy,
+    want: { ...nonResource(), component: 'kube-proxy' },
+    malformed: 'resource "configmaps?x="',
+  },
+  { url: '/api/v1/namespaces%2Fdefault%2Fpods', path: '/api/v1/namespaces/default/pods', want: { verb: 'list', ...defaultPods } },
+  { url: '/apis/discovery.k8s.io%2Fv1/endpointslices', path: '/apis/discovery.k8s.io/v1/endpointslices', want: { verb: 'list', apiGroup: 'discovery.k8s.io', resource: 'endpointslices' } },
+  { url: '/api/v1/namespaces/default/pods/nginx%2Fstatus', path: '/api/v1/namespaces/default/pods/nginx/status', want: { verb: 'get', ...nginx, subresource: 'status' } },
+  { url: '/api/v1/namespaces/default/pods/nginx/', want: { verb: 'get', ...nginx } }, // trailing slashes are trimmed, by RequestInfo and go-restful alike
+  { url: '/api/v1/namespaces/default/pods//', want: { verb: 'list', ...defaultPods } },
+  { url: '/api/v1/namespaces/default/configmaps/app-config%00', path: '/api/v1/namespaces/default/configmaps/app-config\0', want: nonResource(), malformed: 'name "app-config\\u0000"' },
+  { url: '/api/v1/namespaces/default/configmaps/caf%C3%A9', path: '/api/v1/namespaces/default/configmaps/café', want: { verb: 'get', resource: 'configmaps', namespace: 'default', name: 'café' } },
+  { url: '/api/v1/namespaces/default/configmaps/%FF', path: '/api/v1/namespaces/default/configmaps/\ufffd', want: { verb: 'get', resource: 'configmaps', namespace: 'default', name: '\ufffd' } },
+  { url: '/api/v1/namespaces/default/configmaps/a+b', want: { verb: 'get', resource: 'configmaps', namespace: 'default', name: 'a+b' } }, // '+' is no space in a path
+  { url: '/api/v1/namespaces/default/configmaps/a#b?watch=1', want: { verb: 'get', resource: 'configmaps', namespace: 'default', name: 'a#b' } }, // nor is '#' a fragment in a request
+  { url: 'http://127.0.0.1:8080/api/v1/namespaces/default/pods?watch=1', path: '/api/v1/namespaces/default/pods', want: { verb: 'watch', ...defaultPods } }, // absolute-form
+
+  // ---- resource paths the hub does not take for resources: relayed, never cached ----------------
+  { url: '/api/v1/namespaces/default/configmaps/%2E%2E', path: '/api/v1/namespaces/default/configmaps/..', want: nonResource(), malformed: 'name ".."' },
+  { url: '/api/v1/namespaces/default/configmaps/.', want: nonResource(), malformed: 'name "."' },
+  { url: '/api/v1/namespaces/default/configmaps%2F..%2Fsecrets', path: '/api/v1/namespaces/default/configmaps/../secrets', want: nonResource(), malformed: 'name ".."' },
+  { url: '/api/v1/namespaces/default/configmaps/a%25b', path: '/api/v1/namespaces/default/configmaps/a%b', want: nonResource(), malformed: 'name "a%b"' },
+  { url: `/api/v1/namespaces/default/configmaps/${'c'.repeat(254)}`, want: nonResource(), malformed: 'name "ccc' },
+  { url: `/api/v1/namespaces/default/configmaps/${'c'.repeat(253)}`, want: { verb: 'get', resource: 'configmaps', namespace: 'default', name: 'c'.repeat(253) } },
+  { url: '/api/v1/namespaces/Default/configmaps', want: nonResource(), malformed: 'namespace "Default"' },
+  { url: `/api/v1/namespaces/${'n'.repeat(64)}/configmaps`, want: nonResource(), malformed: 'namespace "nnn' },
+  { url: '/api/v1/namespaces/kube%00system/configmaps', path: '/api/v1/namespaces/kube\0system/configmaps', want: nonResource(), malformed: 'namespace "kube\\u0000system"' },
+  { url: '/api/v1/namespaces/a%252Fb/services', path: '/api/v1/namespaces/a%2Fb/services', want: nonResource(), malformed: 'namespace "a%2Fb"' },
+  { url: '/api/v1/namespaces/-x/configmaps', want: nonResource(), malformed: 'namespace "-x"' },
+  { url: '/api/v1/namespaces//configmaps', want: nonResource(), malformed: 'an empty path segment' },
+  { url: '/api/v1/namespaces/default//configmaps', want: nonResource(), malformed: 'an empty path segment' },
+  { url: '/api/v1/namespaces/default/pods//status', want: nonResource(), malformed: 'an empty path segment' },
+  { url: '//api/v1/pods', want: nonResource(), malformed: 'more than one /' },
+  { url: '/api/v1/Pods', want: nonResource(), malformed: 'resource "Pods"' },
+  { url: '/api/V1/pods', want: nonResource(), malformed: 'version "V1"' },
+  { url: '/apis/Apps/v1/deployments', want: nonResource(), malformed: 'group "Apps"' },
+  { url: '/apis/apps./v1/deployments', want: nonResource(), malformed: 'group "apps."' },
+  { url: '/api/v1/namespaces/default/pods/nginx/Status', want: nonResource(), malformed: 'subresource "Status"' },
+  { url: '/api/v1/namespaces/default/pods/nginx/status/x', want: nonResource(), malformed: 'after the subresource' },
+  { url: '/api/v1/watch/namespaces/default/pods/nginx/status', want: nonResource(), malformed: '/watch/ form' },
+  { url: '/api/v1/watch/namespaces/atk19%2Fconfigmaps%3Fx%3D/services', path: '/api/v1/watch/namespaces/atk19/configmaps?x=/services', want: nonResource(), malformed: 'resource "configmaps?x="' },
+  { method: 'PUT', url: '/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/%2E', path: '/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/.', want: nonResource('put'), malformed: 'name "."' },
+  { method: 'DELETE', url: '/api/v1/namespaces/Default/pods', want: nonResource('delete'), malformed: 'namespace "Default"' },
+
   // ---- component from the User-Agent -----------------------------------------------------------
   { url: '/api/v1/services', ua: UA.coredns, want: { verb: 'list', resource: 'services', component: 'coredns' } },
   { url: '/api/v1/services', ua: UA.curl, want: { verb: 'list', resource: 'services', component: 'curl' } },
@@ -203,7 +275,11 @@ for (const row of rows) {
     const got: Record<string, unknown> = {}
     for (const k of Object.keys(want)) got[k] = info[k as keyof RequestInfo]
     t.strictSame(got, want)
-    t.equal(info.path, row.url.split('?')[0], 'path is the URL without its query')
+    if (!row.url.startsWith('http:')) t.equal(info.path, row.path ?? row.url.split('?')[0], 'path: the URL path, decoded')
+    if (row.malformed) t.match(info.malformed, row.malformed, 'why the hub does not take it for a resource')
+    else t.equal(info.malformed, undefined, 'a resource or non-resource request as the apiserver reads it')
+    if (row.problem) t.match(info.problem, { kind: 'Status', code: row.problem[0], message: row.problem[1] }, 'the apiserver’s own answer')
+    else t.equal(info.problem, undefined, 'the apiserver is asked')
   })
 }
 
@@ -237,4 +313,98 @@ t.test('componentOf', async t => {
     [undefined, ''],
   ]
   for (const [ua, want] of cases) t.equal(componentOf(ua), want, JSON.stringify(ua))
+})
+
+t.test('decodeTarget reads a request target as Go’s url.ParseRequestURI', async t => {
+  const cases: [string, { path: string; rawQuery: string; problem?: string }][] = [
+    ['/api/v1/pods?watch=1', { path: '/api/v1/pods', rawQuery: 'watch=1' }],
+    ['/api/v1/namespaces/a%2Fb%3Fc/pods?x=%2F', { path: '/api/v1/namespaces/a/b?c/pods', rawQuery: 'x=%2F' }],
+    ['/a+b/%2B', { path: '/a+b/+', rawQuery: '' }],
+    ['/a#b?c#d', { path: '/a#b', rawQuery: 'c#d' }],
+    ['/x?', { path: '/x', rawQuery: '' }],
+    ['/x??y', { path: '/x', rawQuery: '?y' }],
+    ['https://apiserver:6443/api/v1/nodes?limit=1', { path: '/api/v1/nodes', rawQuery: 'limit=1' }],
+    ['http://apiserver?x', { path: 'http://apiserver?x', rawQuery: '', problem: 'the server could not find the requested resource' }],
+    ['/%C3%A9/%e2%82%ac', { path: '/é/€', rawQuery: '' }],
+    ['/%C3', { path: '/\ufffd', rawQuery: '' }],
+    ['/a%2', { path: '/a%2', rawQuery: '', problem: 'invalid URL escape "%2"' }],
+  ]
+  for (const [url, want] of cases) {
+    const got = decodeTarget(url)
+    t.same({ path: got.path, rawQuery: got.rawQuery, problem: got.problem?.message }, want, url)
+  }
+})
+
+t.test('parseQuery reads a query as Go’s url.ParseQuery, encodeQuery writes it back', async t => {
+  const cases: [string, [string, string][], string][] = [
+    ['a=1&a=2&b', [['a', '1'], ['a', '2'], ['b', '']], 'a=1&a=2&b='],
+    ['&&x=1&', [['x', '1']], 'x=1'],
+    ['=v&k=', [['', 'v'], ['k', '']], '=v&k='],
+    ['a=1;b=2&c=3', [['c', '3']], 'c=3'],
+    ['a=%zz&b=%41', [['b', 'A']], 'b=A'],
+    ['s=a+b%20c%2Bd', [['s', 'a b c+d']], 's=a+b+c%2Bd'],
+    ['l=!a,b%3Dc,x+in+(y,z)', [['l', '!a,b=c,x in (y,z)']], 'l=%21a%2Cb%3Dc%2Cx+in+%28y%2Cz%29'],
+    ['u=%C3%A9~*', [['u', 'é~*']], 'u=%C3%A9~%2A'],
+  ]
+  for (const [raw, entries, encoded] of cases) {
+    const query = parseQuery(raw)
+    t.same([...query], entries, `parse ${raw}`)
+    t.equal(encodeQuery(query), encoded, `encode ${raw}`)
+  }
+  t.equal(encodeQuery(parseQuery('watch=1&allowWatchBookmarks=false'), { allowWatchBookmarks: 'true' }), 'watch=1&allowWatchBookmarks=true', 'set replaces a parameter')
+})
+
+t.test('escapePath and resourcePath write what Go decodes back to the same path', async t => {
+  const paths: [string, string][] = [
+    ['/api/v1/namespaces/default/pods', '/api/v1/namespaces/default/pods'],
+    ['/api/v1/namespaces/default/services/https:web:443/proxy/a;b=c,d@e$f&g+h', '/api/v1/namespaces/default/services/https:web:443/proxy/a;b=c,d@e$f&g+h'],
+    ['/api/v1/namespaces/atk19/configmaps?x=/services', '/api/v1/namespaces/atk19/configmaps%3Fx=/services'],
+    ['/a/./b/../c/.d/..e', '/a/%2E/b/%2E%2E/c/.d/..e'],
+    ['/a b/"q"/#/%/!*\'()', '/a%20b/%22q%22/%23/%25/%21%2A%27%28%29'],
+    ['/caf\u00e9/\ud83d\ude00/\ud800x', '/caf%C3%A9/%F0%9F%98%80/%EF%BF%BDx'],
+    ['/x\0y/\u007f', '/x%00y/%7F'],
+    ['//api//v1/', '//api//v1/'],
+  ]
+  for (const [path, want] of paths) t.equal(escapePath(path), want, JSON.stringify(path))
+  t.equal(resourcePath({ group: '', version: 'v1', namespace: 'default', resource: 'services' }), '/api/v1/namespaces/default/services')
+  t.equal(resourcePath({ group: 'discovery.k8s.io', version: 'v1', resource: 'endpointslices' }), '/apis/discovery.k8s.io/v1/endpointslices')
+  t.equal(resourcePath({ group: '', version: 'v1', namespace: 'a/b?c', resource: 'pods', name: '..', subresource: 'status' }), '/api/v1/namespaces/a%2Fb%3Fc/pods/%2E%2E/status')
+})
+
+t.test('upstreamPath: what the hub sends is what it read', async t => {
+  const cases: [string, string, string][] = [
+    // client-go (kubelet, kube-proxy, kubectl) writes paths and queries as Go does: they go unchanged
+    ['GET', '/api/v1/pods?fieldSelector=spec.nodeName%3Dkind-worker2&limit=500&resourceVersion=0', '/api/v1/pods?fieldSelector=spec.nodeName%3Dkind-worker2&limit=500&resourceVersion=0'],
+    ['GET', '/api/v1/pods?allowWatchBookmarks=true&fieldSelector=spec.nodeName%3Dkind-worker2&resourceVersion=1234&timeout=7m51s&timeoutSeconds=471&watch=true', '/api/v1/pods?allowWatchBookmarks=true&fieldSelector=spec.nodeName%3Dkind-worker2&resourceVersion=1234&timeout=7m51s&timeoutSeconds=471&watch=true'],
+    ['GET', '/api/v1/namespaces/default/pods?watch=1', '/api/v1/namespaces/default/pods?watch=1'],
+    ['GET', '/api/v1/nodes?fieldSelector=metadata.name%3Dkind-worker2&resourceVersion=0', '/api/v1/nodes?fieldSelector=metadata.name%3Dkind-worker2&resourceVersion=0'],
+    ['GET', '/apis/discovery.k8s.io/v1/endpointslices?labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name&limit=500&resourceVersion=0', '/apis/discovery.k8s.io/v1/endpointslices?labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name&limit=500&resourceVersion=0'],
+    ['GET', '/api/v1/pods?labelSelector=tier+in+%28web%2Capi%29%2Capp%21%3Dx', '/api/v1/pods?labelSelector=tier+in+%28web%2Capi%29%2Capp%21%3Dx'],
+    ['GET', '/api/v1/namespaces/kube-system/services/https:web:443', '/api/v1/namespaces/kube-system/services/https:web:443'],
+    ['POST', '/api/v1/namespaces/default/pods/nginx/exec?command=sh&command=-c&command=echo+a%3Bb&stdin=true', '/api/v1/namespaces/default/pods/nginx/exec?command=sh&command=-c&command=echo+a%3Bb&stdin=true'],
+    // other encoders: the same values, written as Go writes them
+    ['GET', '/api/v1/pods?labelSelector=tier%20in%20(web,api)', '/api/v1/pods?labelSelector=tier+in+%28web%2Capi%29'],
+    ['GET', '/api/v1/namespaces/default/configmaps/a%3Ab', '/api/v1/namespaces/default/configmaps/a:b'],
+    ['GET', '/api/v1/pods?labelSelector=a;b&limit=1&watch', '/api/v1/pods?limit=1&watch='],
+    // what a hostile client sends reaches the apiserver as the hub read it
+    ['GET', '/api/v1/namespaces/atk19%2Fconfigmaps%3Fx%3D/services', '/api/v1/namespaces/atk19/configmaps%3Fx=/services'],
+    ['GET', '/api/v1/namespaces/default/configmaps%2F%2e%2e%2Fsecrets', '/api/v1/namespaces/default/configmaps/%2E%2E/secrets'],
+    ['GET', '/api/v1/namespaces/a%252Fb/services', '/api/v1/namespaces/a%252Fb/services'],
+    ['GET', '/api/v1/namespaces/default/configmaps/%FF', '/api/v1/namespaces/default/configmaps/%EF%BF%BD'],
+    ['GET', 'http://apiserver:6443/api/v1/nodes/n1?resourceVersion=0', '/api/v1/nodes/n1?resourceVersion=0'],
+    // a proxied request's query is the backend's: passed as sent
+    ['GET', '/api/v1/namespaces/default/services/web:80/proxy/metrics%2Fx?a=1;b=2&c', '/api/v1/namespaces/default/services/web:80/proxy/metrics/x?a=1;b=2&c'],
+    ['GET', '/api/v1/proxy/nodes/kind-worker2/stats?q=%zz', '/api/v1/proxy/nodes/kind-worker2/stats?q=%zz'],
+    // non-resource paths
+    ['GET', '/healthz', '/healthz'],
+    ['GET', '/livez?verbose', '/livez?verbose='],
+    ['GET', '/version', '/version'],
+    ['GET', '/openapi/v2', '/openapi/v2'],
+    ['GET', '/openapi/v3/apis/apps/v1?hash=4D6C', '/openapi/v3/apis/apps/v1?hash=4D6C'],
+    ['GET', '/apis', '/apis'],
+    ['GET', '/apis/discovery.k8s.io/v1/', '/apis/discovery.k8s.io/v1/'],
+  ]
+  for (const [method, url, want] of cases) t.equal(upstreamPath(classify(method, url)), want, `${method} ${url}`)
+  const watch = classify('GET', '/api/v1/pods?allowWatchBookmarks=false&watch=1&resourceVersion=5')
+  t.equal(upstreamPath(watch, { allowWatchBookmarks: 'true' }), '/api/v1/pods?watch=1&resourceVersion=5&allowWatchBookmarks=true', 'the hub’s own parameter replaces the client’s')
 })

@@ -1,6 +1,18 @@
-// Request classification, after k8s.io/apiserver's RequestInfoFactory: the same path grammar, so
-// the hub decides what to cache, filter or refuse exactly where the apiserver would see the
-// same resource. A pure function over (method, url, headers) so a table test can pin it down.
+// Request classification, after k8s.io/apiserver's RequestInfoFactory (v1.24): the same reading of
+// the same decoded path, so the hub decides what to cache, filter or refuse exactly where the
+// apiserver sees the same resource. A pure function over (method, url, User-Agent), table-tested.
+//
+// How kube-apiserver reads a path (lib/api/paths.ts has Go's part): RequestInfo splits Go's decoded
+// req.URL.Path on '/' after trimming the slashes at both ends, so `%2F` separates segments, inner
+// empty segments stay (`namespaces//pods` is namespace ""), and `.`/`..` are ordinary segments
+// (nothing resolves them). Authorization and the storage read that RequestInfo; routing
+// (go-restful) matches the same decoded segments. Where the two can disagree (a leading `//`, an
+// empty segment, segments beyond a route) or a segment cannot name anything the apiserver stores
+// (see `wellFormedProblem`), the hub does not treat the request as a resource at all: it is relayed,
+// re-encoded from what the hub read, and nothing of it is recorded or answered from a cache.
+import type { Status } from './status.ts'
+import { failure } from './status.ts'
+import { decodeTarget, isDNS1035Label, isDNS1123Label, isDNS1123Subdomain, isWellFormedName, parseQuery, pathSegmentNameProblems } from './paths.ts'
 
 export type Verb =
   | 'get'
@@ -15,10 +27,11 @@ export type Verb =
   | 'connect'
 
 export interface RequestInfo {
-  /** false for /healthz, /version, /openapi/v2, discovery roots like /apis … */
+  /** false for /healthz, /version, /openapi/v2, discovery roots like /apis … and for resource paths that are not well-formed (`malformed`) */
   isResourceRequest: boolean
   /** resource verb, or the lower-cased HTTP method for non-resource requests */
   verb: Verb | string
+  /** the percent-decoded path, as the apiserver's req.URL.Path */
   path: string
   /** '' for the core group */
   apiGroup: string
@@ -32,13 +45,22 @@ export interface RequestInfo {
   resourceVersion: string
   /** the User-Agent up to its first '/', lower-cased: `kube-proxy/v1.24.0 (linux/amd64) …` → `kube-proxy` */
   component: string
+  /** the query as the apiserver reads it (Go's url.ParseQuery) */
   query: URLSearchParams
+  /** the query as the client sent it: what a proxied backend gets (lib/api/paths.ts upstreamPath) */
+  rawQuery: string
+  /** the apiserver's answer whoever asks and whatever it stores: the hub gives it itself, online or not */
+  problem?: Status
+  /** why a path the apiserver reads as a resource request is not one to the hub (relayed, never cached) */
+  malformed?: string
 }
 
 // Subresources whose REST storage is a "connecter" in the apiserver: they stream or upgrade.
 const connectSubresources = new Set(['exec', 'attach', 'portforward'])
 // A namespace's own subresources, so /api/v1/namespaces/x/status is not read as resource "status".
 const namespaceSubresources = new Set(['status', 'finalize'])
+// responsewriters' sanitizer, on the text of its plain-text errors
+const htmlEscapes: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;' }
 
 const verbByMethod: Record<string, Verb> = {
   GET: 'get',
@@ -55,18 +77,22 @@ export function componentOf(userAgent: string | undefined): string {
   return (slash === -1 ? userAgent : userAgent.slice(0, slash)).trim().toLowerCase()
 }
 
+/** RequestInfo's splitPath: the slashes at both ends trimmed, inner empty segments kept. */
 function splitPath(path: string): string[] {
-  return path.split('/').filter(part => part !== '')
+  let start = 0
+  let end = path.length
+  while (start < end && path.charCodeAt(start) === 47) start++
+  while (end > start && path.charCodeAt(end - 1) === 47) end--
+  return start === end ? [] : path.slice(start, end).split('/')
 }
 
 export function classify(method: string, url: string, userAgent?: string): RequestInfo {
-  const queryStart = url.indexOf('?')
-  const path = queryStart === -1 ? url : url.slice(0, queryStart)
-  const query = new URLSearchParams(queryStart === -1 ? '' : url.slice(queryStart + 1))
+  const target = decodeTarget(url)
+  const query = parseQuery(target.rawQuery)
   const info: RequestInfo = {
     isResourceRequest: false,
     verb: method.toLowerCase(),
-    path,
+    path: target.path,
     apiGroup: '',
     apiVersion: '',
     namespace: '',
@@ -78,50 +104,46 @@ export function classify(method: string, url: string, userAgent?: string): Reque
     resourceVersion: query.get('resourceVersion') ?? '',
     component: componentOf(userAgent),
     query,
+    rawQuery: target.rawQuery,
+  }
+  if (target.problem) {
+    info.problem = target.problem
+    return info
   }
 
+  const segments = splitPath(target.path)
+  // /api/<version>/… (core) or /apis/<group>/<version>/…; anything shorter is discovery or non-resource.
   let parts: string[]
-  try {
-    parts = splitPath(path).map(decodeURIComponent)
-  } catch {
-    return info // undecodable path: not a resource the hub can reason about; it is forwarded as is
-  }
-
-  // /api/v1/… (core) or /apis/<group>/<version>/…; anything shorter is discovery or non-resource.
-  if (parts[0] === 'api' && parts.length >= 3) {
-    info.apiVersion = parts[1]
-    parts = parts.slice(2)
-  } else if (parts[0] === 'apis' && parts.length >= 4) {
-    info.apiGroup = parts[1]
-    info.apiVersion = parts[2]
-    parts = parts.slice(3)
+  if (segments[0] === 'api' && segments.length >= 3) {
+    info.apiVersion = segments[1]
+    parts = segments.slice(2)
+  } else if (segments[0] === 'apis' && segments.length >= 4) {
+    info.apiGroup = segments[1]
+    info.apiVersion = segments[2]
+    parts = segments.slice(3)
   } else {
     return info
   }
-
   info.isResourceRequest = true
+
   let verb: Verb | undefined = verbByMethod[method.toUpperCase()]
-  if (parts[0] === 'watch') {
-    verb = 'watch'
-    parts = parts.slice(1)
-  } else if (parts[0] === 'proxy') {
-    // the long-deprecated /api/v1/proxy/namespaces/<ns>/<resource>/<name>/… form
-    verb = 'proxy'
-    parts = parts.slice(1)
-  }
-  if (parts.length === 0) {
-    info.isResourceRequest = false
-    info.verb = method.toLowerCase()
-    return info
-  }
-
-  if (parts[0] === 'namespaces') {
-    if (parts.length > 1) {
-      info.namespace = parts[1]
-      if (parts.length > 2 && !namespaceSubresources.has(parts[2])) parts = parts.slice(2)
+  const special = parts[0] === 'watch' || parts[0] === 'proxy' ? parts[0] : undefined
+  if (special) {
+    if (parts.length < 2) {
+      // the RequestInfo resolver fails: WithRequestInfo answers 500 (in plain text) before authentication
+      const message = `Internal Server Error: ${JSON.stringify(url)}: failed to create RequestInfo: unable to determine kind and namespace from url, ${url.startsWith('/') ? url : target.path}`
+      return { ...info, isResourceRequest: false, problem: failure(500, message.replace(/[&<>]/g, c => htmlEscapes[c]), 'InternalError') }
     }
+    // /watch/… and the long-deprecated /proxy/namespaces/<ns>/<resource>/<name>/… forms
+    verb = special
+    parts = parts.slice(1)
   }
-
+  let namespaced = false
+  if (parts[0] === 'namespaces' && parts.length > 1) {
+    info.namespace = parts[1]
+    namespaced = true
+    if (parts.length > 2 && !namespaceSubresources.has(parts[2])) parts = parts.slice(2)
+  }
   info.resource = parts[0]
   if (parts.length >= 2) info.name = parts[1]
   // the proxy verb's trailing path is the proxied service's, not a subresource
@@ -129,20 +151,53 @@ export function classify(method: string, url: string, userAgent?: string): Reque
 
   if (verb === undefined) {
     info.verb = method.toLowerCase()
-    return info
+  } else {
+    if (verb !== 'proxy' && verb !== 'watch') {
+      if (connectSubresources.has(info.subresource)) verb = 'connect'
+      else if (info.subresource === 'proxy') verb = 'proxy'
+    }
+    if (info.name === '') {
+      if (verb === 'get') verb = isTrue(query.get('watch')) ? 'watch' : 'list'
+      else if (verb === 'delete') verb = 'deletecollection'
+    }
+    info.verb = verb
   }
-  if (verb !== 'proxy' && verb !== 'watch') {
-    if (connectSubresources.has(info.subresource)) verb = 'connect'
-    else if (info.subresource === 'proxy') verb = 'proxy'
+
+  const malformed = wellFormedProblem(info, segments, parts, namespaced, special)
+  if (malformed) return demote(info, method, malformed)
+  // the apiserver names a list or watch by `fieldSelector=metadata.name=…` only if that is a path segment
+  if ((info.verb === 'list' || info.verb === 'watch') && info.name === '') {
+    const name = nameFromFieldSelector(info.fieldSelector)
+    if (name !== '' && pathSegmentNameProblems(name).length === 0 && isWellFormedName(name)) info.name = name
   }
-  if (info.name === '') {
-    if (verb === 'get') verb = 'list'
-    else if (verb === 'delete') verb = 'deletecollection'
-  }
-  if (verb === 'list' && isTrue(query.get('watch'))) verb = 'watch'
-  if ((verb === 'list' || verb === 'watch') && info.name === '') info.name = nameFromFieldSelector(info.fieldSelector)
-  info.verb = verb
   return info
+}
+
+/**
+ * Why a path the apiserver reads as a resource request is not one the hub may cache or filter: its
+ * routing could read it otherwise than its RequestInfo, or a segment cannot name anything it stores
+ * (a group is an RFC 1123 subdomain, a version an RFC 1035 label, a namespace, resource and
+ * subresource RFC 1123 labels, a name a path segment the storage takes). The apiserver still gets
+ * it, and answers its own 404, 400 or empty list.
+ */
+function wellFormedProblem(info: RequestInfo, segments: string[], parts: string[], namespaced: boolean, special: string | undefined): string | undefined {
+  if (info.path.charCodeAt(1) === 47) return 'the path starts with more than one /' // no route: the director matches the raw prefix
+  if (segments.includes('')) return 'an empty path segment'
+  if (info.apiGroup !== '' && !isDNS1123Subdomain(info.apiGroup)) return `group ${JSON.stringify(info.apiGroup)} is not a DNS subdomain`
+  if (!isDNS1035Label(info.apiVersion)) return `version ${JSON.stringify(info.apiVersion)} is not a DNS label`
+  if (namespaced && !isDNS1123Label(info.namespace)) return `namespace ${JSON.stringify(info.namespace)} is not a DNS label`
+  if (!isDNS1123Label(info.resource)) return `resource ${JSON.stringify(info.resource)} is not a DNS label`
+  if (parts.length >= 2 && !isWellFormedName(info.name)) return `name ${JSON.stringify(info.name)} is not one the apiserver stores`
+  if (info.subresource !== '' && !isDNS1123Label(info.subresource)) return `subresource ${JSON.stringify(info.subresource)} is not a DNS label`
+  // routes end at the subresource, but for what a proxy passes on; /watch/ has no subresources
+  if (parts.length > 3 && info.verb !== 'proxy') return 'segments after the subresource'
+  if (special === 'watch' && info.subresource !== '') return 'a subresource in the /watch/ form'
+  return undefined
+}
+
+/** A malformed resource path, as the hub treats it: a non-resource request that keeps its path and query. */
+function demote(info: RequestInfo, method: string, malformed: string): RequestInfo {
+  return { ...info, isResourceRequest: false, verb: method.toLowerCase(), apiGroup: '', apiVersion: '', namespace: '', resource: '', subresource: '', name: '', malformed }
 }
 
 // The apiserver's query-to-bool conversion: present and not "false"/"0" (any case) is true,
@@ -153,6 +208,7 @@ function isTrue(value: string | null): boolean {
 
 // `fieldSelector=metadata.name=x` names one object (kubelet watches its own Node this way).
 function nameFromFieldSelector(fieldSelector: string): string {
+  if (!fieldSelector.includes('metadata.name')) return ''
   for (const term of fieldSelector.split(',')) {
     const match = /^\s*metadata\.name\s*==?\s*(.*?)\s*$/.exec(term)
     if (match) return match[1]
@@ -160,7 +216,6 @@ function nameFromFieldSelector(fieldSelector: string): string {
   return ''
 }
 
-/** Whether the response is a long-lived stream whose headers must be flushed before any event. */
 /** `pods`, `endpointslices.discovery.k8s.io`, `pods/exec`; '' for a non-resource path. */
 export function qualifiedResource(info: RequestInfo): string {
   if (!info.isResourceRequest) return ''
