@@ -159,6 +159,8 @@ export class DiskCache {
     try {
       await durableMkdir(root, io)
     } catch (error) {
+      // mkdir -p of a path that is a file
+      if (errorCode(error) === 'EEXIST') throw new CacheDirUnusableError(root, 'ENOTDIR', `cache dir ${root} is unusable: it is not a directory`)
       throw unusable('create it', error)
     }
     let cache: DiskCache | undefined
