@@ -5,7 +5,7 @@
 // reads it, and what the hub writes upstream for it (upstreamPath).
 
 import t from 'tap'
-import { classify, componentOf, isWatch, type RequestInfo } from '../lib/api/requestinfo.ts'
+import { apiserverRequestInfo, classify, componentOf, isWatch, type RequestInfo } from '../lib/api/requestinfo.ts'
 import { decodeTarget, encodeQuery, escapePath, parseQuery, resourcePath, upstreamPath } from '../lib/api/paths.ts'
 
 type Expected = Partial<Omit<RequestInfo, 'query' | 'path' | 'rawQuery' | 'problem' | 'malformed'>>
@@ -282,6 +282,22 @@ for (const row of rows) {
     else t.equal(info.problem, undefined, 'the apiserver is asked')
   })
 }
+
+t.test('apiserverRequestInfo: what kube-apiserver reads where the hub sees no resource (the simulator reads requests with it)', async t => {
+  const cases: [string, string, Partial<RequestInfo>][] = [
+    ['GET', '/api/v1/namespaces/atk19%2Fconfigmaps%3Fx%3D/services', { isResourceRequest: true, verb: 'get', namespace: 'atk19', resource: 'configmaps?x=', name: 'services', subresource: '' }],
+    ['GET', '/api/v1/namespaces//configmaps', { isResourceRequest: true, verb: 'list', namespace: '', resource: 'configmaps', name: '' }],
+    ['GET', '/api/v1/namespaces/Default/configmaps', { isResourceRequest: true, verb: 'list', namespace: 'Default', resource: 'configmaps' }],
+    ['GET', '/api/v1/namespaces/default/configmaps/%2E%2E', { isResourceRequest: true, verb: 'get', namespace: 'default', resource: 'configmaps', name: '..' }],
+    ['GET', '//api/v1/pods', { isResourceRequest: true, verb: 'list', resource: 'pods' }],
+    ['GET', '/api/v1/nodes?fieldSelector=metadata.name%3D' + 'n'.repeat(300), { isResourceRequest: true, verb: 'list', resource: 'nodes', name: 'n'.repeat(300) }],
+  ]
+  for (const [method, url, want] of cases) {
+    const info = apiserverRequestInfo(method, url)
+    t.match(info, { ...want, malformed: undefined, problem: undefined }, `${method} ${url}`)
+  }
+  t.match(apiserverRequestInfo('GET', '/api/v1/watch').problem, { code: 500 }, 'its problems are the same')
+})
 
 t.test('query is the parsed URL query', async t => {
   const info = classify('GET', '/api/v1/pods?limit=500&continue=abc%3D%3D&labelSelector=a%3Db')

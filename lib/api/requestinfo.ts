@@ -86,7 +86,17 @@ function splitPath(path: string): string[] {
   return start === end ? [] : path.slice(start, end).split('/')
 }
 
+/** The hub's RequestInfo: the apiserver's, but for resource paths the hub does not take for resources (`malformed`). */
 export function classify(method: string, url: string, userAgent?: string): RequestInfo {
+  return resolve(method, url, userAgent, true)
+}
+
+/** The RequestInfo kube-apiserver itself builds (the apiserver simulator reads requests with it). */
+export function apiserverRequestInfo(method: string, url: string, userAgent?: string): RequestInfo {
+  return resolve(method, url, userAgent, false)
+}
+
+function resolve(method: string, url: string, userAgent: string | undefined, asHub: boolean): RequestInfo {
   const target = decodeTarget(url)
   const query = parseQuery(target.rawQuery)
   const info: RequestInfo = {
@@ -163,12 +173,12 @@ export function classify(method: string, url: string, userAgent?: string): Reque
     info.verb = verb
   }
 
-  const malformed = wellFormedProblem(info, segments, parts, namespaced, special)
+  const malformed = asHub ? wellFormedProblem(info, segments, parts, namespaced, special) : undefined
   if (malformed) return demote(info, method, malformed)
   // the apiserver names a list or watch by `fieldSelector=metadata.name=…` only if that is a path segment
   if ((info.verb === 'list' || info.verb === 'watch') && info.name === '') {
     const name = nameFromFieldSelector(info.fieldSelector)
-    if (name !== '' && pathSegmentNameProblems(name).length === 0 && isWellFormedName(name)) info.name = name
+    if (name !== '' && pathSegmentNameProblems(name).length === 0 && (!asHub || isWellFormedName(name))) info.name = name
   }
   return info
 }

@@ -6,6 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { gzipSync } from 'node:zlib'
 import { parse as parseYaml } from 'yaml'
 import type { RequestInfo } from '../../lib/api/requestinfo.ts'
+import { pathSegmentNameProblems } from '../../lib/api/paths.ts'
 import { failure, type Status } from '../../lib/api/status.ts'
 import { parseFieldSelector, parseLabelSelector, type FieldSelector, type LabelSelector } from '../../lib/api/selectors.ts'
 import type { Identity } from './auth.ts'
@@ -151,6 +152,9 @@ export async function handleResource(ctx: HandlerContext, req: IncomingMessage, 
     if (entry.connect.includes(sub)) throw badRequest('Upgrade request required')
     throw noSuchResource()
   }
+  // genericregistry's key functions refuse a name that cannot be the last segment of a storage key
+  const nameProblems = name && ['get', 'update', 'patch', 'delete'].includes(info.verb) ? pathSegmentNameProblems(name) : []
+  if (nameProblems.length > 0) throw badRequest(`Name parameter invalid: ${JSON.stringify(name)}: ${nameProblems.join(';')}`)
   const accept = req.headers.accept
   const want = (target: 'object' | 'list' | 'watch'): Output => {
     const output = negotiate(accept, target, info.query.get('includeObject'), entry)

@@ -2,7 +2,7 @@
 // apiserver, e.g. upstream watches per scope (path, selectors) and format (Accept).
 
 import type { IncomingMessage } from 'node:http'
-import { classify } from '../../lib/api/requestinfo.ts'
+import { apiserverRequestInfo } from '../../lib/api/requestinfo.ts'
 
 export interface LoggedRequest {
   method: string
@@ -24,7 +24,7 @@ export type RequestFilter = Partial<Pick<LoggedRequest, 'method' | 'path' | 'ver
 export function logEntry(req: IncomingMessage, user: string | undefined): LoggedRequest {
   const method = req.method ?? 'GET'
   const url = req.url ?? '/'
-  const info = classify(method, url, req.headers['user-agent'])
+  const info = apiserverRequestInfo(method, url, req.headers['user-agent'])
   const query: Record<string, string> = {}
   for (const [k, v] of info.query) if (!(k in query)) query[k] = v
   return { method, url, path: info.path, query, verb: info.verb, watch: info.verb === 'watch', headers: { ...req.headers }, user }

@@ -11,7 +11,7 @@ import type { TLSSocket } from 'node:tls'
 import { parseAllDocuments } from 'yaml'
 import { WebSocketServer } from 'ws'
 import { clockSkewAllowanceMs, createCertificateAuthority, type CertificateAndKey } from '../../certs/authority.ts'
-import { classify } from '../../lib/api/requestinfo.ts'
+import { apiserverRequestInfo } from '../../lib/api/requestinfo.ts'
 import { failure } from '../../lib/api/status.ts'
 import { anonymous, identify, isPublic, type AuthConfig, type Identity } from './auth.ts'
 import { Cluster } from './cluster.ts'
@@ -353,7 +353,8 @@ export class ApiServerSimulator {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const info = classify(req.method ?? 'GET', req.url ?? '/', req.headers['user-agent'])
+    const info = apiserverRequestInfo(req.method ?? 'GET', req.url ?? '/', req.headers['user-agent'])
+    if (info.problem) throw new ApiError(info.problem) // refused before authentication: an invalid escape, /api/v1/watch
     const user = this.authorize(req, info.path)
     if (!user) throw new ApiError(failure(401, 'Unauthorized', 'Unauthorized'))
     if (info.isResourceRequest) {
