@@ -6,6 +6,7 @@ import { promisify } from 'node:util'
 import type { ServerResponse, IncomingMessage } from 'node:http'
 import type { Logger } from 'pino'
 import { classify, isWatch, qualifiedResource } from '../api/requestinfo.ts'
+import { upstreamPath } from '../api/paths.ts'
 import type { RequestInfo } from '../api/requestinfo.ts'
 import { upstreamRequestHeaders, clientResponseHeaders } from './headers.ts'
 import { BodyTimeoutError, BodyTooLargeError, hasBody, readAll, readBody } from './body.ts'
@@ -106,6 +107,11 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
     sendStatus(res, denied)
     return 'hub'
   }
+  // what the apiserver answers to this path whoever asks (a bad escape, a watch of nothing): online or not
+  if (info.problem) {
+    sendStatus(res, info.problem)
+    return 'hub'
+  }
   let body: Buffer | undefined
   if (hasBody(req)) {
     try {
@@ -141,7 +147,8 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
       method: req.method ?? 'GET',
       // the hub always asks for BOOKMARKs: they tell a live link from a half-open one, and how far
       // the stream has come (lib/watch/refilter.ts); clients that did not ask never see them
-      path: isWatch(info) && !asksForBookmarks(info) ? `${req.url ?? '/'}${req.url?.includes('?') ? '&' : '?'}allowWatchBookmarks=true` : (req.url ?? '/'),
+      // written from what the hub read, never the client's string: the apiserver reads what the hub did
+      path: upstreamPath(info, isWatch(info) && !asksForBookmarks(info) ? { allowWatchBookmarks: 'true' } : undefined),
       headers: upstreamRequestHeaders(req.headers),
       body,
       signal: clientGone,

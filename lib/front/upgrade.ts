@@ -8,11 +8,14 @@ import { Upstream, describeError } from '../upstream/upstream.ts'
 import { serviceUnavailable } from '../api/status.ts'
 import type { Status } from '../api/status.ts'
 import type { Authenticate } from './authn.ts'
+import { classify } from '../api/requestinfo.ts'
+import { upstreamPath } from '../api/paths.ts'
 
 const dropOnReplay = new Set(['host', 'proxy-authorization', 'proxy-connection'])
 
-function requestHead(req: IncomingMessage, server: URL, bearer: string | undefined): string {
-  const lines = [`${req.method} ${server.pathname.replace(/\/$/, '')}${req.url} HTTP/1.1`, `Host: ${server.host}`]
+/** `path`: written from what the hub read of the client's (lib/api/paths.ts), never copied from it. */
+function requestHead(req: IncomingMessage, server: URL, path: string, bearer: string | undefined): string {
+  const lines = [`${req.method} ${server.pathname.replace(/\/$/, '')}${path} HTTP/1.1`, `Host: ${server.host}`]
   const raw = req.rawHeaders
   for (let i = 0; i < raw.length; i += 2) {
     if (!dropOnReplay.has(raw[i].toLowerCase())) lines.push(`${raw[i]}: ${raw[i + 1]}`)
@@ -33,6 +36,8 @@ export function attachUpgradeProxy(server: Server, upstream: Upstream, log: Logg
     client.on('error', () => client.destroy())
     const denied = authenticate?.(req)
     if (denied) return refuse(client, denied)
+    const info = classify(req.method ?? 'GET', req.url ?? '/', req.headers['user-agent'])
+    if (info.problem) return refuse(client, info.problem)
     const ownCredentials = req.headers.authorization !== undefined
     const bearer = ownCredentials ? undefined : upstream.bearerToken
     upstream.connectRaw(ownCredentials).then(
@@ -44,7 +49,7 @@ export function attachUpgradeProxy(server: Server, upstream: Upstream, log: Logg
         socket.on('error', () => client.destroy())
         client.on('close', () => socket.destroy())
         socket.on('close', () => client.destroy())
-        socket.write(requestHead(req, target, bearer))
+        socket.write(requestHead(req, target, upstreamPath(info), bearer))
         if (head.length > 0) socket.write(head)
         socket.pipe(client)
         client.pipe(socket)

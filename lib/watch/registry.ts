@@ -6,6 +6,7 @@
 // component (`shared-json`, `shared-protobuf`), so what kube-proxy and coredns share is written once.
 import type { Logger } from 'pino'
 import type { RequestInfo } from '../api/requestinfo.ts'
+import { encodeQuery, resourcePath } from '../api/paths.ts'
 import type { Upstream } from '../upstream/upstream.ts'
 import type { LiveStreams } from './streams.ts'
 import type { CacheStore } from '../cache/store.ts'
@@ -98,11 +99,12 @@ export class WatchCaches {
     const storeKey: ResourceKey = { component: sharedComponent(format), group: info.apiGroup, version: info.apiVersion, resource: info.resource }
     const cache = new WatchCache({ store: options.store, storeKey, scope, format, log: options.log, windowSize: options.windowSize })
     const resource = info.apiGroup ? `${info.resource}.${info.apiGroup}` : info.resource
+    // every segment and selector escaped: the apiserver must list exactly the scope this cache keeps
     const query = new URLSearchParams()
     if (scope.labelSelector) query.set('labelSelector', scope.labelSelector)
     if (scope.fieldSelector) query.set('fieldSelector', scope.fieldSelector)
-    const base = info.apiGroup ? `/apis/${info.apiGroup}/${info.apiVersion}` : `/api/${info.apiVersion}`
-    const path = `${base}${scope.namespace ? `/namespaces/${scope.namespace}` : ''}/${info.resource}${query.size > 0 ? `?${query}` : ''}`
+    const encodedQuery = encodeQuery(query)
+    const path = `${resourcePath({ group: info.apiGroup, version: info.apiVersion, namespace: scope.namespace, resource: info.resource })}${encodedQuery ? `?${encodedQuery}` : ''}`
     const observer = options.observer
     const reflector = new Reflector(
       path,
