@@ -137,13 +137,44 @@ function replaceAt(v: unknown, path: string[], value: unknown): unknown {
   return copy
 }
 
+const isPlainObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
+const nonEmptyString = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined)
+/** Whether JSON.parse can give the value. */
+const inJson = (v: unknown): boolean => v !== undefined && !Number.isNaN(v)
+/** A value in a failure message (String() throws on an object without a prototype). */
+function shown(v: unknown): string {
+  try {
+    return String(v).slice(0, 20)
+  } catch {
+    return Object.prototype.toString.call(v)
+  }
+}
+
+/**
+ * Whether the filter may touch a decoded object, as its contract says: of one of its kinds (the
+ * object's own kind and apiVersion where it carries them, else the kind the caller names), and
+ * the one object it is about, when it names one.
+ */
+function targets(filter: ObjectFilter, input: unknown, kind: string): boolean {
+  if (!isPlainObject(input)) return false
+  const ownKind = nonEmptyString(input.kind) ?? kind
+  const ownApiVersion = nonEmptyString(input.apiVersion)
+  if (!filter.kinds.some(k => k.kind === ownKind && (ownApiVersion === undefined || k.apiVersion === ownApiVersion))) return false
+  if (!filter.only) return true
+  const meta = isPlainObject(input.metadata) ? input.metadata : {}
+  return meta.namespace === filter.only.namespace && meta.name === filter.only.name
+}
+
 /**
  * The JSON filter on the object with each of its paths replaced by each odd value, as an item of
- * every kind the test names: never a throw, never a mutation, always the input, null or an object.
- * Returns how many shapes were tried.
+ * every kind the test names. Never a throw, never a mutation (the input is frozen); always the
+ * input, null or an object. What the filter does not target (another kind, another object) is the
+ * input itself; what it changed from a shape JSON can hold, it leaves as it is when filtered again. Returns how many shapes
+ * were tried.
  */
 export function fuzzJson(t: Test, filter: ObjectFilter, objects: Json[], ctxs: FilterContext[]): number {
   let tried = 0
+  let changed = 0
   const problems: string[] = []
   for (const object of objects) {
     for (const path of paths(object)) {
@@ -152,19 +183,26 @@ export function fuzzJson(t: Test, filter: ObjectFilter, objects: Json[], ctxs: F
         for (const kind of [object.kind, 'Service', 'Pod', '', 'List']) {
           for (const ctx of ctxs) {
             tried++
+            const what = `${path.join('.')}=${shown(value)} (${kind})`
             try {
               const out = filter.json(input, kind, ctx)
-              if (!(Object.is(out, input) || out === null || (typeof out === 'object' && !Array.isArray(out)))) problems.push(`${path.join('.')}=${String(value)}: ${String(out)}`)
+              if (!(Object.is(out, input) || out === null || isPlainObject(out))) problems.push(`${what}: returned ${shown(out)}`)
+              else if (!Object.is(out, input) && !targets(filter, input, kind)) problems.push(`${what}: not the filter's, yet ${out === null ? 'dropped' : 'changed'}`)
+              else if (isPlainObject(out) && out !== input) {
+                changed++
+                // (JSON.parse gives no undefined or NaN: a filter may take an array holding one as changed)
+                if (inJson(value) && filter.json(deepFreeze(out), kind, ctx) !== out) problems.push(`${what}: its result changed again when filtered again`)
+              }
             } catch (error) {
-              problems.push(`${path.join('.')}=${String(value)} (${kind}): threw ${(error as Error).message}`)
+              problems.push(`${what}: threw ${(error as Error).message}`)
             }
           }
         }
       }
     }
   }
-  for (const value of odd) for (const ctx of ctxs) t.doesNotThrow(() => filter.json(value, 'Service', ctx))
-  t.same(problems.slice(0, 5), [], `${tried} malformed JSON shapes: no throw, no mutation`)
+  for (const value of odd) for (const ctx of ctxs) t.ok(Object.is(filter.json(value, 'Service', ctx), value), `${shown(value)} as the whole object: passed as it is`)
+  t.same(problems.slice(0, 5), [], `${tried} malformed JSON shapes (${changed} changed): no throw, no mutation, only its own objects touched, a result filtered again is the same`)
   return tried
 }
 
@@ -181,10 +219,38 @@ function xorshift(seed: number): () => number {
 }
 
 /**
+ * What the JSON filter makes of the object the bytes decode to, when they are the bytes the
+ * apiserver writes for it (a damaged byte inside a string or a number can leave them so): the
+ * protobuf filter must agree. Returns why not, or undefined when it agrees or the bytes are not
+ * the apiserver's (a field it always writes missing, an order it never writes).
+ */
+function disagreement(filter: ObjectFilter, apiVersion: string, kind: string, input: Buffer, out: Buffer | null, ctx: FilterContext): string | undefined {
+  let decoded: Json
+  try {
+    decoded = decodeObject(input, apiVersion, kind)
+    if (!encodeObject(decoded, apiVersion, kind).equals(input)) return undefined
+  } catch {
+    return undefined
+  }
+  const json = filter.json(deepFreeze(decoded), kind, ctx)
+  if (json === null || out === null) return json === out ? '' : `json ${json === null ? 'dropped it' : 'kept it'}, protobuf ${out === null ? 'dropped it' : 'kept it'}`
+  if (out === input) return json === decoded ? '' : 'json changed it, protobuf did not'
+  if (json === decoded) return 'protobuf changed it, json did not'
+  const differ = diffPaths(decodeObject(out, apiVersion, kind), json)
+  return differ.length === 0 ? '' : `json and protobuf differ at ${differ.slice(0, 3).join(', ')}`
+}
+
+/**
  * The protobuf filter on every prefix of each buffer, on each buffer with one byte changed at every
- * offset, and on random bytes: a Buffer, null or a ProtobufError, the input never mutated.
+ * offset, and on random bytes: a Buffer, null or a ProtobufError, the input never mutated. Named as
+ * a kind the filter does not read, every input is the same Buffer, unread; a new Buffer it made is
+ * the same Buffer when filtered again; where the damaged bytes are still ones the apiserver writes,
+ * the result is the JSON filter's.
  */
 export function fuzzProtobuf(t: Test, filter: ObjectFilter, kind: string, buffers: Buffer[], ctx: FilterContext): number {
+  const otherKind = ['Namespace', 'Lease'].find(k => !filter.kinds.some(own => own.kind === k))!
+  const apiVersion = filter.kinds.find(k => k.kind === kind)!.apiVersion
+  let compared = 0
   const inputs: Buffer[] = []
   for (const b of buffers) {
     for (let n = 0; n < b.length; n++) inputs.push(b.subarray(0, n))
@@ -204,18 +270,38 @@ export function fuzzProtobuf(t: Test, filter: ObjectFilter, kind: string, buffer
   }
   const problems: string[] = []
   let thrown = 0
+  let changed = 0
   for (const input of inputs) {
     const before = Buffer.from(input)
+    const hex = before.toString('hex').slice(0, 80)
     try {
       const out = filter.protobuf(input, kind, ctx)
       if (!(out === null || Buffer.isBuffer(out))) problems.push(`returned ${String(out)}`)
+      const differs = disagreement(filter, apiVersion, kind, input, out, ctx)
+      if (differs !== undefined) compared++
+      if (differs) problems.push(`${differs}, on ${hex}`)
+      if (out !== null && out !== input) {
+        changed++
+        const again = filter.protobuf(out, kind, ctx)
+        if (again !== out) problems.push(`its result ${again === null ? 'dropped' : 'changed again'} when filtered again, on ${hex}`)
+      }
     } catch (error) {
       if (error instanceof ProtobufError) thrown++
-      else problems.push(`${(error as Error).name}: ${(error as Error).message} on ${before.toString('hex').slice(0, 80)}`)
+      else problems.push(`${(error as Error).name}: ${(error as Error).message} on ${hex}`)
     }
     if (!input.equals(before)) problems.push('input mutated')
+    try {
+      if (filter.protobuf(input, otherKind, ctx) !== input) problems.push(`as a ${otherKind}: not the same Buffer, on ${hex}`)
+    } catch (error) {
+      problems.push(`as a ${otherKind}: threw ${(error as Error).message}, on ${hex}`)
+    }
   }
-  t.same(problems.slice(0, 5), [], `${inputs.length} malformed protobuf inputs (${thrown} ProtobufError): nothing else thrown, no input mutated`)
+  t.same(
+    problems.slice(0, 5),
+    [],
+    `${inputs.length} malformed protobuf inputs (${thrown} ProtobufError, ${changed} changed): nothing else thrown, no input mutated, a result filtered again is the same, another kind's bytes unread`,
+  )
+  t.ok(compared > 0, `${compared} of them still the apiserver's bytes for what they decode to: the JSON filter's result, every one`)
   return inputs.length
 }
 
