@@ -452,7 +452,8 @@ t.test('malformed input through the chain: never a throw or a hang; what it cann
   t.equal(input.warnings.length, 1)
   t.match(input.warnings[0], /^servicetopology: an object passed unfiltered: /)
 
-  // every truncation and many corruptions of every fixture: some bytes, and never a throw
+  // every truncation and many corruptions of every fixture: some bytes, never a throw; what it
+  // filtered, it leaves as it is when filtered again
   const sources: [string, Buffer, 'body' | 'frame', string][] = [
     ['list-endpointslices.pb', body, 'body', slicesPath],
     ['get-endpoints-svc-ud1.pb', bytes('get-endpoints-svc-ud1.pb'), 'body', endpointsPath],
@@ -462,6 +463,7 @@ t.test('malformed input through the chain: never a throw or a hang; what it cann
   let seed = 12345
   const random = () => (seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32
   let asItIs = 0
+  let filtered = 0
   for (const [name, src, shape, path] of sources) {
     const chain = chainFor(input, path)
     const run = (b: Buffer) => (shape === 'body' ? chain.body('protobuf', b) : chain.frame('protobuf', b))
@@ -475,6 +477,10 @@ t.test('malformed input through the chain: never a throw or a hang; what it cann
       }
       if (!Buffer.isBuffer(out)) t.fail(`${what}: ${String(out)}`)
       else if (out === b) asItIs++
+      else {
+        filtered++
+        if (run(out) !== out) t.fail(`${what}: its result changed again when filtered again`)
+      }
     }
     for (let n = 0; n < src.length; n += 3) {
       let b = src.subarray(0, n)
@@ -491,4 +497,5 @@ t.test('malformed input through the chain: never a throw or a hang; what it cann
     }
   }
   t.ok(asItIs > 100, `${asItIs} damaged inputs passed as they are`)
+  t.ok(filtered > 100, `${filtered} filtered, each the same Buffer when filtered again`)
 })
