@@ -2,7 +2,9 @@
 // Three processes: the apiserver simulator (test/bench/simulator-process.ts), the hub
 // (node <build>/cmd/outpost.js) and this one, the load generator. Prints a table of
 // hub / baseline ratios with each row's target, and writes bench/results.json.
-//   BENCH_QUICK=1       small counts, one round: under a minute (test/bench.test.ts runs it)
+//   BENCH_QUICK=1       small counts, one round: under a minute
+//   --smoke             (npm run bench:smoke) quick, and exits 1 unless every row has its number
+//                       (test/bench/smoke.ts); CI runs it after the tests. No target is judged.
 //   BENCH_OUT=path      where the results go (default bench/results.json, quick: bench/results-quick.json)
 //   BENCH_BUILD_DIR=dir build the hub there instead of dist/
 //   BENCH_DEBUG=1       the hub's debug log and the simulator's output on this terminal
@@ -21,8 +23,10 @@ import { deliveryRows, getRows, listRows, watchRows } from './rows-proxy.ts'
 import { killRows, memoryRows } from './rows-cache.ts'
 import { inProcessRows } from './topology.ts'
 import { fleetRows } from './fleet.ts'
+import { smokeProblems } from './smoke.ts'
 
-const quick = process.env.BENCH_QUICK === '1'
+const smoke = process.argv.includes('--smoke')
+const quick = smoke || process.env.BENCH_QUICK === '1'
 const counts = quick ? quickCounts : fullCounts
 const out = process.env.BENCH_OUT ?? path.join(root, 'bench', quick ? 'results-quick.json' : 'results.json')
 const started = performance.now()
@@ -56,7 +60,7 @@ async function group(rows: Row[], id: string, what: string, measure: () => Promi
   }
 }
 
-async function main(): Promise<void> {
+async function main(): Promise<number> {
   progress(`npm run build${process.env.BENCH_BUILD_DIR ? ` (into ${process.env.BENCH_BUILD_DIR})` : ''}`)
   const hubEntry = buildHub(process.env.BENCH_BUILD_DIR)
   const sim = await SimProcess.start()
@@ -109,10 +113,17 @@ async function main(): Promise<void> {
   const missed = rows.filter(r => r.met === false).map(r => r.id)
   console.log(`\n${results.seconds} s, hub built from ${results.commit.slice(0, 10)}${results.dirty ? ' + uncommitted changes' : ''}${hubExtraArgs.length > 0 ? ` with ${hubExtraArgs.join(' ')}` : ''}, on ${results.machine.cpus} x ${results.machine.cpuModel} (load ${results.machine.loadAverage.join(' ')}); written to ${path.relative(process.cwd(), out)}`)
   console.log(missed.length === 0 ? 'every target met' : `targets missed: ${missed.join(', ')}`)
+  if (smoke) {
+    const problems = smokeProblems(results)
+    for (const problem of problems) console.log(`bench smoke: ${problem}`)
+    console.log(problems.length === 0 ? `bench smoke: every row has its number (${results.rows.length} rows, ${inProcess.length} in-process)` : `bench smoke: ${problems.length} problems`)
+    return problems.length === 0 ? 0 : 1
+  }
+  return 0
 }
 
 main().then(
-  () => process.exit(0),
+  code => process.exit(code),
   error => {
     console.error(error)
     process.exit(1)

@@ -1,0 +1,32 @@
+// `npm run bench:smoke`: the quick bench, run to its end, must still produce a number for every row.
+// It keeps the bench from rotting (CI runs it after the tests); no figure is judged against its
+// target here (a loaded machine must not fail it): timing is the bench's report, not a check.
+import type { Results, Row } from './report.ts'
+
+/** Every row the bench prints, by id. */
+export const expectedRows = [
+  'get.throughput', 'get.added-p99', 'get.cached', 'get.floor',
+  'list.json.first', 'list.json.relist', 'list.json.pass-through',
+  'list.protobuf.first', 'list.protobuf.relist', 'list.protobuf.pass-through',
+  'watch.json.recorded', 'watch.json.pass-through', 'watch.protobuf.recorded', 'watch.protobuf.pass-through',
+  'watchers.p99', 'rss.idle', 'rss.idle-floor', 'rss.loaded', 'coldstart', 'kill.lost', 'kill.load-errors',
+  'fleet.watches', 'fleet.relists', 'fleet.relists-410', 'fleet.client-relists', 'fleet.bytes',
+]
+
+const measured = (row: Row): boolean => Number.isFinite(row.hub) && Number.isFinite(row.baseline)
+
+/** What keeps a run from counting as whole: rows missing or extra (a group that failed), rows without a number. */
+export function smokeProblems(results: Results): string[] {
+  const problems: string[] = []
+  const ids = new Set(results.rows.map(r => r.id))
+  for (const id of expectedRows) if (!ids.has(id)) problems.push(`${id}: no row`)
+  for (const id of ids) if (!expectedRows.includes(id)) problems.push(`${id}: a row the smoke does not know (a group failed, or smoke.ts needs the new row)`)
+  for (const row of results.rows) {
+    // a protobuf row has no figure while the simulator speaks no protobuf, and says so
+    if (row.na !== undefined && row.protobuf && !results.simulatorSpeaksProtobuf) continue
+    if (!measured(row)) problems.push(`${row.id}: no number for the hub and its baseline${row.na ? ` (${row.na})` : ''}`)
+  }
+  if (results.inProcess.length === 0) problems.push('no in-process filter rows')
+  for (const row of results.inProcess) if (!measured(row)) problems.push(`${row.id}: no number for the in-process row${row.na ? ` (${row.na})` : ''}`)
+  return problems
+}
