@@ -130,29 +130,26 @@ export function parseQuery(rawQuery: string): URLSearchParams {
   return query
 }
 
+const asciiEscapes = Array.from({ length: 128 }, (_, c) => `%${c.toString(16).toUpperCase().padStart(2, '0')}`)
+
 function escapeWith(s: string, safe: Uint8Array, spaceAsPlus: boolean): string {
-  let i = 0
-  for (; i < s.length; i++) {
+  let out = ''
+  let run = 0 // where the current run of characters that stay as they are began
+  for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i)
-    if (c >= 128 || safe[c] !== 1) break
-  }
-  if (i === s.length) return s
-  let out = s.slice(0, i)
-  for (; i < s.length; i++) {
-    const c = s.charCodeAt(i)
+    if (c < 128 && safe[c] === 1) continue
+    out += s.slice(run, i)
     if (c < 128) {
-      if (safe[c] === 1) out += s[i]
-      else if (c === 32 && spaceAsPlus) out += '+'
-      else out += (c < 16 ? '%0' : '%') + c.toString(16).toUpperCase()
+      out += c === 32 && spaceAsPlus ? '+' : asciiEscapes[c]
     } else {
       const next = s.charCodeAt(i + 1)
       const pair = c >= 0xd800 && c <= 0xdbff && next >= 0xdc00 && next <= 0xdfff
-      const ch = pair ? s.slice(i, i + 2) : c >= 0xd800 && c <= 0xdfff ? '\ufffd' : s[i] // a lone surrogate has no UTF-8
+      out += encodeURIComponent(pair ? s.slice(i, i + 2) : c >= 0xd800 && c <= 0xdfff ? '\ufffd' : s[i]) // a lone surrogate has no UTF-8
       if (pair) i++
-      out += encodeURIComponent(ch)
     }
+    run = i + 1
   }
-  return out
+  return run === 0 ? s : out + s.slice(run)
 }
 
 /**
@@ -200,7 +197,7 @@ export function encodeQuery(query: URLSearchParams, set?: Record<string, string>
  */
 export function upstreamPath(info: RequestInfo, set?: Record<string, string>): string {
   const path = escapePath(info.path)
-  const query = info.verb === 'proxy' && set === undefined ? info.rawQuery : encodeQuery(info.query, set)
+  const query = info.verb === 'proxy' && set === undefined ? info.rawQuery : info.query.size === 0 && set === undefined ? '' : encodeQuery(info.query, set)
   return query === '' ? path : `${path}?${query}`
 }
 
