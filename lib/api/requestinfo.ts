@@ -191,7 +191,8 @@ function resolve(method: string, url: string, userAgent: string | undefined, asH
  * it, and answers its own 404, 400 or empty list.
  */
 function wellFormedProblem(info: RequestInfo, segments: string[], parts: string[], namespaced: boolean, special: string | undefined): string | undefined {
-  if (info.path.charCodeAt(1) === 47) return 'the path starts with more than one /' // no route: the director matches the raw prefix
+  // RequestInfo trims a leading '//', the director's prefix match on /api/v1 (or /apis/<g>/<v>) does not: no route
+  if (info.path.charCodeAt(1) === 47) return 'the path starts with more than one /'
   if (segments.includes('')) return 'an empty path segment'
   if (info.apiGroup !== '' && !isDNS1123Subdomain(info.apiGroup)) return `group ${JSON.stringify(info.apiGroup)} is not a DNS subdomain`
   if (!isDNS1035Label(info.apiVersion)) return `version ${JSON.stringify(info.apiVersion)} is not a DNS label`
