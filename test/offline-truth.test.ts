@@ -8,7 +8,8 @@ import path from 'node:path'
 import { request } from 'undici'
 import { startHub } from '../lib/hub.ts'
 import type { Hub } from '../lib/hub.ts'
-import { startHarness, goDark, hubConfig, quietLogger } from './helpers/hub.ts'
+import { startHarness, eventually, goDark, hubConfig, quietLogger } from './helpers/hub.ts'
+import { readWatch } from './helpers/watch.ts'
 
 const kubelet = 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89'
 
@@ -143,8 +144,37 @@ t.test('one owner: a second hub on the same cache dir fails at once, naming the 
     return out
   }
   const before = await sizes()
-  await t.rejects(restartOn(h.simulator.url, h.cacheDir), new RegExp(`pid ${process.pid}`), 'the second hub names the holder')
+  await t.rejects(restartOn(h.simulator.url, h.cacheDir), new RegExp(`in use by process ${process.pid}`), 'the second hub names the holder')
   t.same(await sizes(), before, "the first hub's files are untouched")
   const still = await getJson(`${h.url}/api/v1/namespaces/app/configmaps`)
   t.equal(still.status, 200, 'the first hub still serves')
+})
+
+t.test("a shared watch cache whose apiserver's history went back (etcd restored) lists the present, and its watchers are told 410 and list again", async t => {
+  // BOOKMARKs every 100 ms: a watch silent for a second is one the apiserver will not feed
+  const h = await startHarness({ simulator: { bookmarkIntervalMs: 100 }, config: { watchSilenceTimeoutMs: 1_000 } })
+  t.teardown(() => h.close())
+  const service = (name: string) => ({ apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'app' }, spec: { ports: [{ port: 80 }] } })
+  const kubeProxy = { 'user-agent': 'kube-proxy/v1.24.0+0 (linux/amd64) kubernetes/2cc6ddc', accept: 'application/json' }
+  const list = async () => JSON.parse(await (await request(`${h.url}/api/v1/namespaces/app/services`, { headers: kubeProxy })).body.text())
+  for (const name of ['a', 'b']) h.simulator.create(service(name))
+  const backup = h.simulator.backup()
+  h.simulator.create(service('lost'))
+  const before = await list()
+  t.same(names(before).sort(), ['app/a', 'app/b', 'app/lost'])
+  const watch = await request(`${h.url}/api/v1/namespaces/app/services?watch=true&resourceVersion=${before.metadata.resourceVersion}`, { headers: kubeProxy })
+  const events = readWatch(watch.body)
+
+  h.simulator.restore(backup)
+  const ended = await events.ended
+  t.notOk(ended.error, 'the watch ended cleanly')
+  const last = events.events[events.events.length - 1]
+  t.same([last?.type, last?.object?.code, last?.object?.reason], ['ERROR', 410, 'Expired'], 'with 410 Expired: the client lists again')
+  const after = await eventually(async () => {
+    const listed = await list()
+    return BigInt(listed.metadata.resourceVersion) < BigInt(before.metadata.resourceVersion) ? listed : undefined
+  }, 20_000, "the hub's list to be at the restored history's version")
+  t.same(names(after).sort(), ['app/a', 'app/b'], "the restored history's Services, nothing of the lost one")
+  h.simulator.create(service('c'))
+  await eventually(async () => names(await list()).includes('app/c'), 10_000, "the new history's events to reach the cache")
 })

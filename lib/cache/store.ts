@@ -360,7 +360,7 @@ export class CacheStore {
     this.follow(collection, via, object.resourceVersion)
     if (!this.fits(key, object)) return this.forget(key, collection, object, via)
     const change = await this.index(key, collection, object, via, false)
-    if (change) await this.persister?.write(key, [{ t: 'put', object: change }])
+    if (change) await this.save(key, [{ t: 'put', object: change }])
   }
 
   /** An object too large to keep: no older copy of it may stand in for it, and a scope it is in is not whole. */
@@ -377,7 +377,7 @@ export class CacheStore {
       ops.push(...this.drop(key, collection, entry))
     }
     if (unlisted) ops.push({ t: 'meta', meta: collection.meta() })
-    await this.persister?.write(key, ops)
+    await this.save(key, ops)
   }
 
   /** A BOOKMARK or event through a listed scope: how far that scope has been followed. */
@@ -447,10 +447,10 @@ export class CacheStore {
     const remaining = via && entry.meta.scopes ? entry.meta.scopes.filter(s => s !== via.id) : []
     if (remaining.length > 0) {
       const change = await this.updateMembership(key, entry, this.interned(remaining), entry.meta.fields)
-      if (change) await this.persister?.write(key, [{ t: 'put', object: change }])
+      if (change) await this.save(key, [{ t: 'put', object: change }])
       return
     }
-    await this.persister?.write(key, this.drop(key, collection, entry))
+    await this.save(key, this.drop(key, collection, entry))
   }
 
   private drop(key: ResourceKey, collection: Collection, entry: Entry): DiskOp[] {
@@ -474,7 +474,7 @@ export class CacheStore {
     const tooLarge = items.find(o => !this.fits(key, o))
     if (tooLarge) {
       this.invalidate(collection, scope, `${objectKey(tooLarge.namespace, tooLarge.name)} (${tooLarge.body.length} bytes) is too large to cache`)
-      await this.persister?.write(key, [{ t: 'meta', meta: collection.meta() }])
+      await this.save(key, [{ t: 'meta', meta: collection.meta() }])
       return
     }
     const listVersion = numericVersion(list.resourceVersion)
@@ -516,7 +516,7 @@ export class CacheStore {
     collection.origin = 'cloud'
     collection.lastUpdate = Date.now()
     ops.push({ t: 'meta', meta: collection.meta() })
-    await this.persister?.write(key, ops)
+    await this.save(key, ops)
   }
 
   /**
@@ -527,7 +527,7 @@ export class CacheStore {
   async invalidateScope(key: ResourceKey, scope: ParsedScope, why: string): Promise<void> {
     const collection = this.find(key)
     if (!collection) return
-    if (this.invalidate(collection, scope, why)) await this.persister?.write(key, [{ t: 'meta', meta: collection.meta() }])
+    if (this.invalidate(collection, scope, why)) await this.save(key, [{ t: 'meta', meta: collection.meta() }])
   }
 
   /** Returns whether a listed scope was dropped (the meta record must be written again). */
@@ -543,6 +543,11 @@ export class CacheStore {
     const key = collection.key
     this.log.warn({ component: key.component, resource: resourceDirName(key), scope: describeScope(scope), why }, 'cache: a scope is no longer whole; offline its lists answer 503 until it is listed again')
     return true
+  }
+
+  /** Hands a change to the disk (none without one); its ops are worked out by the caller whether or not there is a disk. */
+  private async save(key: ResourceKey, ops: DiskOp[]): Promise<void> {
+    await this.persister?.write(key, ops)
   }
 
   /** Readies the disk for a collection about to be written (a watch cache's first list). */

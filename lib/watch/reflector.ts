@@ -81,6 +81,7 @@ export class Reflector {
     let failedWatches = 0
     while (!this.stopped) {
       const from = this.reached
+      const asked = this.listFrom
       if (!this.options.isOnline()) {
         // the version is kept: once the cloud is back the watch resumes from it, and the apiserver
         // replays what changed meanwhile (or answers 410, and then the scope is listed again)
@@ -105,8 +106,9 @@ export class Reflector {
           failedWatches = 0
         }
         if (this.stopped) break
-        // as client-go's reflector: every failure, a 410 included, waits its backoff before the next attempt
-        const wait = backoff.next()
+        // as client-go's reflector: every failure, a 410 included, waits its backoff before the next
+        // attempt; a list the apiserver could not give as new as asked is asked again for the present at once
+        const wait = error instanceof VersionUnavailable && from === '' && asked !== '' ? 0 : backoff.next()
         const level = error instanceof Relist ? 'debug' : 'warn'
         this.options.log[level]({ resource: this.resource, err: (error as Error).message, retryInMs: wait }, `${this.resource}: list/watch failed, retrying in ${wait} ms`)
         await this.sleep(wait)
