@@ -8,7 +8,8 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { durableMkdir } from '../lib/durable-dirs.ts'
+import { durableMkdir, nodeDirFs, syncDir } from '../lib/durable-dirs.ts'
+import type { DirFs } from '../lib/durable-dirs.ts'
 
 const helper = fileURLToPath(new URL('./helpers/durable-mkdir.ts', import.meta.url))
 const hasStrace = spawnSync('strace', ['-V']).status === 0
@@ -49,4 +50,34 @@ t.test('each new directory is synced into its parent; the last is left to the ca
   const target = path.join(base, 'a', 'b', 'c')
   t.same(syncedDirs(t, base, target), [base, path.join(base, 'a'), path.join(base, 'a', 'b')])
   t.same(syncedDirs(t, base, target), [], 'nothing made, nothing synced')
+})
+
+/** The real directory operations, with the fsync of a directory failing with `code`; counts what it closes. */
+function failingSync(code: string): DirFs & { opened: number; closed: number } {
+  const fs = {
+    opened: 0,
+    closed: 0,
+    mkdir: nodeDirFs.mkdir,
+    open: async (file: string, flags: 'r') => {
+      const handle = await nodeDirFs.open(file, flags)
+      fs.opened++
+      return {
+        sync: () => Promise.reject(Object.assign(new Error(`${code}: fsync '${file}'`), { code })),
+        close: () => {
+          fs.closed++
+          return handle.close()
+        },
+      }
+    },
+  }
+  return fs
+}
+
+t.test('a directory fsync that fails is an error (EIO), except where the filesystem cannot fsync directories; the handle is closed either way', async t => {
+  const base = scratch(t)
+  const eio = failingSync('EIO')
+  await t.rejects(syncDir(base, eio), { code: 'EIO' })
+  await t.rejects(durableMkdir(path.join(base, 'a', 'b'), eio), { code: 'EIO' }, 'a new directory whose entry could not be synced')
+  for (const code of ['EINVAL', 'ENOTSUP', 'EISDIR']) await syncDir(base, failingSync(code))
+  t.equal(eio.closed, eio.opened, `${eio.opened} directories opened, all closed`)
 })
