@@ -22,8 +22,21 @@ function run(nodeArgs: string[], churn = false): { returned: string; factors: st
     'const held = []; for (let i = 0; i < 200000; i++) held.push({ i, name: "object-" + i })',
     'globalThis.gc()',
     // old objects replaced as a watch burst replaces cached ones: the old generation grows until
-    // incremental marking starts on its own
-    ...(churn ? ['for (let round = 0; round < 40; round++) for (let i = 0; i < 200000; i++) held[i] = { i, name: "object-" + round + "-" + i }'] : []),
+    // incremental marking starts on its own; churned until V8 has run three mark-compacts (its gc
+    // entries, read between rounds), not for a fixed number of rounds
+    ...(churn
+      ? [
+          'const { PerformanceObserver, constants } = await import("node:perf_hooks")',
+          'let majors = 0',
+          'const observer = new PerformanceObserver(list => { for (const e of list.getEntries()) if (e.detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) majors++ })',
+          'observer.observe({ entryTypes: ["gc"] })',
+          'for (let round = 0; round < 200 && majors < 3; round++) {',
+          '  for (let i = 0; i < 200000; i++) held[i] = { i, name: "object-" + round + "-" + i }',
+          '  await new Promise(resolve => setImmediate(resolve))',
+          '}',
+          'observer.disconnect()',
+        ]
+      : []),
     'console.log("returned", returned.join(",") || "nothing", held.length)',
   ].join('\n')
   const result = spawnSync(process.execPath, ['--max-old-space-size=256', '--expose-gc', '--trace-gc', '--trace-gc-verbose', ...nodeArgs, '--import', 'tsx', '--input-type=module', '-e', script], { cwd: root, encoding: 'utf8' })
