@@ -9,8 +9,15 @@ import { kubeConfigFor } from './helpers/clients.ts'
 
 const kubeProxy = 'kube-proxy/v1.24.0+0 (linux/amd64) kubernetes/2cc6ddc'
 
+/**
+ * A re-filtered object the client already holds at the stream's newest version waits for the
+ * stream to move on (lib/watch/refilter.ts): the apiserver's BOOKMARKs move it, about once a
+ * minute. The simulator sends them every 5 s unless told; a quarter second keeps each change's wait short.
+ */
+const demoWithBookmarks = () => startHarness({ demo: true, simulator: { bookmarkIntervalMs: 250 } })
+
 t.test('kube-proxy sees only its topology, and the topology follows the cluster live', async t => {
-  const h = await startHarness({ demo: true })
+  const h = await demoWithBookmarks()
   t.teardown(() => h.close())
   await eventually(() => h.hub.topology.known && h.hub.topology.annotationOf('default', 'svc-ud1') !== undefined, 10_000, 'the topology context')
 
@@ -58,7 +65,7 @@ t.test('kube-proxy sees only its topology, and the topology follows the cluster 
 })
 
 t.test('a topology change sends MODIFIED for the slices whose filtered form changed, and nothing else', async t => {
-  const h = await startHarness({ demo: true })
+  const h = await demoWithBookmarks()
   t.teardown(() => h.close())
   await eventually(() => h.hub.topology.known && h.hub.topology.annotationOf('default', 'svc-host') !== undefined, 10_000, 'the topology context')
   const base = `${h.url}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices`
