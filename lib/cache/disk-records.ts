@@ -200,8 +200,13 @@ export function scanRecords(bytes: Buffer, limit: number, onRecord: (record: Sca
       // a batch the file ends inside was never acknowledged: cut like a torn record
       if (at >= bytes.length) return { end: offset, torn: true }
       const member = readRecord(bytes, at, limit)
-      if (typeof member === 'string') return { end: offset, torn: member === 'torn' }
-      if (member.header.t === 'b') return { end: offset, torn: false }
+      if (member === 'torn') return { end: offset, torn: true }
+      // damage inside a batch (not a torn tail): its whole records before the damage are still the
+      // apiserver's objects, checksummed one by one, and load; no scope is believed whole after damage
+      if (typeof member === 'string' || member.header.t === 'b') {
+        for (const whole of members) onRecord(whole)
+        return { end: at, torn: false }
+      }
       members.push(member)
       at += member.recordBytes
     }
@@ -209,4 +214,26 @@ export function scanRecords(bytes: Buffer, limit: number, onRecord: (record: Sca
     offset = at
   }
   return { end: offset, torn: false }
+}
+
+/** One change to a collection, as DiskCache.write takes it. */
+export type DiskOp = { t: 'put'; object: CachedObject } | { t: 'remove'; namespace: string; name: string } | { t: 'meta'; meta: CollectionMeta }
+
+function checkObject(object: CachedObject): void {
+  if (object.format !== 'json' && object.format !== 'protobuf') throw new Error(`disk cache: invalid format ${JSON.stringify(object.format)}`)
+  if (!Buffer.isBuffer(object.body)) throw new Error('disk cache: body must be a Buffer')
+  if (typeof object.namespace !== 'string' || typeof object.name !== 'string' || object.name === '') throw new Error('disk cache: an object needs a name')
+}
+
+/** The record an op makes (throws for an object that cannot be written). */
+export function recordOf(op: DiskOp): { header: Header; body?: Buffer } {
+  switch (op.t) {
+    case 'put':
+      checkObject(op.object)
+      return { header: putHeader(op.object), body: op.object.body }
+    case 'remove':
+      return { header: { t: 'r', namespace: op.namespace, name: op.name } }
+    case 'meta':
+      return { header: { t: 'm', ...op.meta } }
+  }
 }
