@@ -47,15 +47,16 @@ async function startDemo(t: Test): Promise<{ child: ChildProcess; port: number; 
 }
 
 t.test('bad flags and values: one line on stderr, exit 2', async t => {
-  for (const args of [['--no-such-flag'], ['--port', 'abc'], ['--server', 'ftp://x']]) {
-    const res = await run(args)
+  // side by side: each is a process that loads the whole command
+  const badFlags = [['--no-such-flag'], ['--port', 'abc'], ['--server', 'ftp://x']]
+  const [bad, help, ...ran] = await Promise.all([run([], { OUTPOST_PORT: 'zero' }), run(['--help']), ...badFlags.map(args => run(args))])
+  for (const [i, args] of badFlags.entries()) {
+    const res = ran[i]
     t.equal(res.code, 2, `${args.join(' ')}: exit 2`)
     t.equal(res.stderr.trim().split('\n').length, 1, `${args.join(' ')}: one line`)
     t.match(res.stderr, /^outpost: /)
   }
-  const bad = await run([], { OUTPOST_PORT: 'zero' })
   t.equal(bad.code, 2, 'a bad environment value is a usage error too')
-  const help = await run(['--help'])
   t.equal(help.code, 0)
   t.match(help.stdout, /--server/)
   t.match(help.stdout, /OUTPOST_SERVER/)
