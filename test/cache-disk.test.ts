@@ -387,19 +387,21 @@ t.test('a batch stands or falls whole: one torn at the tail is cut, none of its 
   t.same([...(await loadAll(t, dir)).objects.keys()].sort(), ['before', 'e', 'f'], 'writing goes on after the cut')
 })
 
-t.test('a batch damaged inside is not applied at all, and is reported', async t => {
+t.test('a batch damaged inside (not torn): its whole records before the damage load, the rest is lost and reported, no scope is listed', async t => {
   const dir = await tempDir(t)
   const disk = await openDisk(t, dir)
   await disk.put(pods, jsonObject('default', 'before', '1'))
+  await disk.putCollectionMeta(pods, { listResourceVersion: '1', listed: [{ ...everyPod, resourceVersion: '1' }] })
   await disk.putAll(pods, ['a', 'b', 'c'].map(name => jsonObject('default', name, '2')))
   await disk.put(pods, jsonObject('default', 'after', '3'))
   await disk.close()
   const bytes = await readFile(journal(dir, pods))
   bytes[bytes.indexOf('"name":"c"') + 8] ^= 0xff
   await writeFile(journal(dir, pods), bytes)
-  const { objects, report } = await loadAll(t, dir)
-  t.same([...objects.keys()], ['before'], 'not a and b either: their batch is not whole')
-  t.match(report.failed, [{ reason: /damaged at byte/, key: pods }])
+  const { objects, metas, report } = await loadAll(t, dir)
+  t.same([...objects.keys()], ['before', 'a', 'b'], 'each whole record is an object the apiserver sent')
+  t.match(report.failed, [{ reason: /damaged at byte/, key: pods }], 'c and what follows are lost: reported')
+  t.same(metas, [{ listResourceVersion: '1', listed: [] }], 'no scope is believed whole')
 })
 
 t.test('a damaged snapshot is not believed: no scope listed, though a later journal says so; a scope listed after the load is believed', async t => {

@@ -37,7 +37,7 @@ function capturedLog(): { log: pino.Logger; lines: { level: number; msg: string;
   const log = pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line)) })
   return { log, lines }
 }
-const errors = (lines: { level: number }[]) => lines.filter(l => l.level >= 50)
+const errors = <Line extends { level: number }>(lines: Line[]) => lines.filter(l => l.level >= 50)
 const infos = (lines: { level: number; msg: string }[], about: RegExp) => lines.filter(l => l.level === 30 && about.test(l.msg))
 
 function object(kind: string, namespace: string, name: string, resourceVersion: number, pad: number): CachedObject {

@@ -1,12 +1,14 @@
-// A compaction's file work: the live records copied into a new snapshot, written whole (temp file,
-// every write checked, synced, renamed, directory synced), then every older generation removed.
-// Nothing old is touched until the new snapshot is in place: a full disk, a short write or EIO
-// leaves the previous files as they were.
+// Compaction: the live records copied into a new snapshot, written whole (temp file, every write
+// checked, synced, renamed, directory synced), then every older generation removed. Nothing old is
+// touched until the new snapshot is in place: a full disk, a short write or EIO leaves the previous
+// files as they were, and the next try waits.
 import path from 'node:path'
+import type { Logger } from 'pino'
 import { syncDir } from '../durable-dirs.ts'
 import { copyRuns } from './disk-files.ts'
 import type { CollectionFiles, Location } from './disk-files.ts'
-import { writeFully } from './disk-io.ts'
+import type { HealthTracker } from './disk-health.ts'
+import { errorMessage, writeFully } from './disk-io.ts'
 import type { DiskIO } from './disk-io.ts'
 import { encodeRecords } from './disk-records.ts'
 import type { CollectionMeta } from './disk-records.ts'
@@ -75,5 +77,73 @@ export async function removeOlderGenerations(io: DiskIO, files: CollectionFiles,
     files.readers.delete(file)
     await io.unlink(file).catch(() => {})
     void reader?.then(h => h.close()).catch(() => {})
+  }
+}
+
+export interface CompactionContext {
+  io: DiskIO
+  log: Logger
+  limit: number
+  stats: { compactions: number; compactionFailures: number }
+  tracker: HealthTracker
+  /** runs `step` between two writes of the cache (no append is under way meanwhile) */
+  betweenWrites<T>(step: () => Promise<T>): Promise<T>
+  /** tries again in `waitMs` */
+  retryLater(files: CollectionFiles, waitMs: number): void
+}
+
+/**
+ * A new snapshot of the live records (copied as they are), then a new journal; the old files go
+ * once the snapshot is durable and renamed into place. Records written meanwhile go to the new
+ * journal, which a load replays over the new snapshot. A failure keeps every old file, and the
+ * next try waits (1 s, doubling to a minute).
+ */
+export async function compact(context: CompactionContext, files: CollectionFiles): Promise<void> {
+  const { io } = context
+  let needed = 0
+  try {
+    // the switch happens between two writes: everything before it is in the old files
+    const old = await context.betweenWrites(async () => {
+      const journal = files.journal
+      files.journal = undefined
+      if (journal) {
+        try {
+          await journal.datasync()
+        } finally {
+          await journal.close().catch(() => {})
+        }
+      }
+      const before = { live: new Map(files.live), meta: files.meta, journalBytes: files.journalBytes }
+      files.gen++
+      files.journalSize = 0
+      files.journalBytes = 0
+      return before
+    })
+    const gen = files.gen
+    needed = snapshotBytes(old.live)
+    let moved: Map<string, Location>
+    try {
+      moved = await writeSnapshot(io, files, old.live, old.meta, files.snapshotName(gen), context.limit)
+    } catch (error) {
+      // the journals not compacted are still to be
+      files.journalBytes += old.journalBytes
+      throw error
+    }
+    // what was not written again meanwhile now lives in the snapshot
+    const current = files.journalName(gen)
+    for (const [id, at] of moved) {
+      const now = files.live.get(id)
+      if (now && now.file !== current) files.live.set(id, at)
+    }
+    await removeOlderGenerations(io, files, gen)
+    files.compactionSucceeded()
+    context.stats.compactions++
+    context.tracker.compacted(files.dir)
+  } catch (error) {
+    context.stats.compactionFailures++
+    const waitMs = files.compactionFailed(Date.now())
+    context.tracker.failed('compaction', files.dir, error, needed)
+    context.log.debug({ dir: files.dir, err: errorMessage(error), retryInMs: waitMs }, 'disk cache: compaction failed; the previous files stay')
+    context.retryLater(files, waitMs)
   }
 }

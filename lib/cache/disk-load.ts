@@ -6,11 +6,80 @@ import type { Logger } from 'pino'
 import type { CollectionFiles } from './disk-files.ts'
 import { errorCode, errorMessage } from './disk-io.ts'
 import type { DiskIO } from './disk-io.ts'
+import { notACollection, validPathComponent } from './disk-paths.ts'
 import { scanRecords } from './disk-records.ts'
-import { objectKey } from './types.ts'
-import type { CachedObject } from './types.ts'
+import type { CollectionMeta } from './disk-records.ts'
+import { objectKey, parseResourceDir } from './types.ts'
+import type { CachedObject, ResourceKey } from './types.ts'
 
-export interface CollectionRead {
+export interface DiskEntry {
+  key: ResourceKey
+  object: CachedObject
+}
+
+export interface LoadFailure {
+  path: string
+  reason: string
+  /** the collection whose records were lost (damage, an unreadable file), when the path is one's */
+  key?: ResourceKey
+}
+
+export interface LoadReport {
+  loaded: number
+  failed: LoadFailure[]
+}
+
+export interface LoadContext {
+  io: DiskIO
+  log: Logger
+  limit: number
+  cacheDir: string
+  /** the collection's files, made on first use */
+  collection(key: ResourceKey): CollectionFiles
+  /** rewrites a damaged collection's good records (a compaction, before any new write) */
+  rewrite(files: CollectionFiles): void
+}
+
+/** Every collection under the cache dir, read back; what cannot be read is reported, never silently emptied. */
+export async function loadCollections(context: LoadContext, onEntry: (entry: DiskEntry) => void, onMeta: (key: ResourceKey, meta: CollectionMeta) => void): Promise<LoadReport> {
+  const { io, log, cacheDir } = context
+  const report: LoadReport = { loaded: 0, failed: [] }
+  const fail = (file: string, reason: string, key?: ResourceKey) => {
+    report.failed.push(key ? { path: file, reason, key: { ...key } } : { path: file, reason })
+    log.warn({ path: file, reason }, `disk cache: ${file}: ${reason}`)
+  }
+  for (const component of await io.readdir(cacheDir).catch(() => [])) {
+    if (notACollection(component.name)) continue
+    if (!component.isDirectory() || !validPathComponent(component.name)) {
+      fail(path.join(cacheDir, component.name), 'not a component directory')
+      continue
+    }
+    const componentDir = path.join(cacheDir, component.name)
+    for (const resource of await io.readdir(componentDir).catch(() => [])) {
+      const parsed = validPathComponent(resource.name) ? parseResourceDir(resource.name) : undefined
+      if (!resource.isDirectory() || !parsed) {
+        fail(path.join(componentDir, resource.name), 'not a resource directory (<resource>.<version>.<group>)')
+        continue
+      }
+      const files = context.collection({ component: component.name, ...parsed })
+      const read = await readCollection(io, log, context.limit, files, (file, reason) => fail(file, reason, files.key))
+      if (read.damaged.length > 0) {
+        await setDamagedAside(io, log, files, read.damaged)
+        files.needsRewrite = true
+        context.rewrite(files)
+      }
+      for (const object of read.objects.values()) {
+        report.loaded++
+        onEntry({ key: { ...files.key }, object })
+      }
+      if (files.meta) onMeta({ ...files.key }, files.meta)
+    }
+  }
+  log.info(`disk cache: loaded ${report.loaded} object(s) from ${cacheDir}${report.failed.length > 0 ? `, ${report.failed.length} problem(s)` : ''}`)
+  return report
+}
+
+interface CollectionRead {
   objects: Map<string, CachedObject>
   /** files damaged inside (not at a torn tail): their good records are to be rewritten */
   damaged: string[]
@@ -21,7 +90,7 @@ export interface CollectionRead {
 const generationOf = (names: readonly string[], prefix: string) => names.filter(n => n.startsWith(prefix) && /^\d+$/.test(n.slice(prefix.length))).map(n => Number(n.slice(prefix.length)))
 
 /** Reads a collection's files into `files` (live records, meta, generation) and returns its objects. */
-export async function readCollection(io: DiskIO, log: Logger, limit: number, files: CollectionFiles, fail: (file: string, reason: string) => void): Promise<CollectionRead> {
+async function readCollection(io: DiskIO, log: Logger, limit: number, files: CollectionFiles, fail: (file: string, reason: string) => void): Promise<CollectionRead> {
   const names = (await io.readdir(files.dir).catch(() => [])).map(entry => entry.name)
   const snapshotGen = Math.max(-1, ...generationOf(names, 'snapshot.'))
   const gen = Math.max(0, snapshotGen, ...generationOf(names, 'journal.').filter(g => g >= snapshotGen))
@@ -86,7 +155,7 @@ export async function readCollection(io: DiskIO, log: Logger, limit: number, fil
  * Keeps a copy of each damaged file as `<file>.damaged` (a hard link: the original goes when the
  * good records are rewritten), replacing the copies an earlier load kept.
  */
-export async function setDamagedAside(io: DiskIO, log: Logger, files: CollectionFiles, damaged: readonly string[]): Promise<void> {
+async function setDamagedAside(io: DiskIO, log: Logger, files: CollectionFiles, damaged: readonly string[]): Promise<void> {
   for (const entry of await io.readdir(files.dir).catch(() => [])) {
     if (entry.name.endsWith('.damaged')) await io.unlink(path.join(files.dir, entry.name)).catch(() => {})
   }

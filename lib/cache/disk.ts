@@ -12,45 +12,30 @@
 import path from 'node:path'
 import type { Logger } from 'pino'
 import { durableMkdir, syncDir } from '../durable-dirs.ts'
-import { removeOlderGenerations, snapshotBytes, writeSnapshot } from './disk-compact.ts'
+import { compact } from './disk-compact.ts'
+import type { CompactionContext } from './disk-compact.ts'
 import { CollectionFiles } from './disk-files.ts'
-import type { Location } from './disk-files.ts'
 import { HealthTracker } from './disk-health.ts'
 import type { DiskHealth } from './disk-health.ts'
 import { asError, errorCode, errorMessage, nodeDiskIO, writeFully } from './disk-io.ts'
 import type { DiskIO } from './disk-io.ts'
-import { readCollection, setDamagedAside } from './disk-load.ts'
-import { defaultMaxRecordBytes, encodeRecords, payloadBytes, putHeader } from './disk-records.ts'
-import type { CollectionMeta, EncodedRecord, Header } from './disk-records.ts'
-import { acquireDirLock, CacheDirLockedError, lockFilePrefix } from './lock.ts'
+import { loadCollections } from './disk-load.ts'
+import type { DiskEntry, LoadReport } from './disk-load.ts'
+import { checkComponent, stateDir } from './disk-paths.ts'
+import { defaultMaxRecordBytes, encodeRecords, payloadBytes, putHeader, recordOf } from './disk-records.ts'
+import type { CollectionMeta, DiskOp, EncodedRecord } from './disk-records.ts'
+import { acquireDirLock, CacheDirLockedError } from './lock.ts'
 import type { DirLock } from './lock.ts'
-import { objectKey, parseResourceDir, resourceDirName } from './types.ts'
+import { objectKey, resourceDirName } from './types.ts'
 import type { CachedObject, ResourceKey } from './types.ts'
 
-export type { CollectionMeta } from './disk-records.ts'
+export type { CollectionMeta, DiskOp } from './disk-records.ts'
 export { ObjectTooLargeError } from './disk-records.ts'
 export type { DiskHealth } from './disk-health.ts'
 export type { DiskIO, DiskFile, DirEntry } from './disk-io.ts'
 export { CacheDirLockedError } from './lock.ts'
-
-export interface DiskEntry {
-  key: ResourceKey
-  object: CachedObject
-}
-
-export interface LoadFailure {
-  path: string
-  reason: string
-  /** the collection whose records were lost (damage, an unreadable file), when the path is one's */
-  key?: ResourceKey
-}
-
-export interface LoadReport {
-  loaded: number
-  failed: LoadFailure[]
-}
-
-export type DiskOp = { t: 'put'; object: CachedObject } | { t: 'remove'; namespace: string; name: string } | { t: 'meta'; meta: CollectionMeta }
+export type { DiskEntry, LoadFailure, LoadReport } from './disk-load.ts'
+export { validPathComponent } from './disk-paths.ts'
 
 export interface DiskCacheOptions {
   /** the file operations (tests inject faults here) */
@@ -76,47 +61,7 @@ export class CacheDirUnusableError extends Error {
   }
 }
 
-/** The hub's own small state (not apiserver objects) lives here, apart from the collections. */
-const stateDir = '_state'
-/** what a filesystem's root may hold besides the collections */
-const notCollections = new Set([stateDir, 'lost+found'])
-
-/** Longest path component accepted (component and resource directory names). */
-const maxComponentLength = 253
-/**
- * Components are lower-cased User-Agent products and resource directories `<plural>.<version>.<group>`:
- * anything else (`/`, `\0`, `%`, upper case, a leading `.`, so never `.` or `..`) is refused.
- */
-const componentPattern = /^[a-z0-9][-a-z0-9._:]*$/
 const defaultCompactAfterBytes = 4 * 1024 * 1024
-
-export function validPathComponent(value: string): boolean {
-  return value.length <= maxComponentLength && componentPattern.test(value)
-}
-
-function checkComponent(what: string, value: string): void {
-  if (typeof value !== 'string' || !validPathComponent(value)) {
-    throw new Error(`disk cache: invalid ${what} ${JSON.stringify(value)}: must match ${componentPattern.source} and be at most ${maxComponentLength} characters`)
-  }
-}
-
-function checkObject(object: CachedObject): void {
-  if (object.format !== 'json' && object.format !== 'protobuf') throw new Error(`disk cache: invalid format ${JSON.stringify(object.format)}`)
-  if (!Buffer.isBuffer(object.body)) throw new Error('disk cache: body must be a Buffer')
-  if (typeof object.namespace !== 'string' || typeof object.name !== 'string' || object.name === '') throw new Error('disk cache: an object needs a name')
-}
-
-function recordOf(op: DiskOp): { header: Header; body?: Buffer } {
-  switch (op.t) {
-    case 'put':
-      checkObject(op.object)
-      return { header: putHeader(op.object), body: op.object.body }
-    case 'remove':
-      return { header: { t: 'r', namespace: op.namespace, name: op.name } }
-    case 'meta':
-      return { header: { t: 'm', ...op.meta } }
-  }
-}
 
 const closedError = () => new Error('disk cache closed')
 
@@ -128,6 +73,7 @@ export class DiskCache {
   private syncing: Promise<void> | undefined
   private readonly syncWaiters: { resolve: () => void; reject: (error: Error) => void }[] = []
   private readonly tracker: HealthTracker
+  private readonly compaction: CompactionContext
   private readonly maxRecordBytes: number
   private readonly compactAfterBytes: number
   private closed = false
@@ -145,6 +91,7 @@ export class DiskCache {
     this.tracker = new HealthTracker(log, io, cacheDir)
     this.maxRecordBytes = options.maxRecordBytes ?? defaultMaxRecordBytes
     this.compactAfterBytes = options.compactAfterBytes ?? defaultCompactAfterBytes
+    this.compaction = this.compactionContext()
   }
 
   /**
@@ -485,115 +432,56 @@ export class DiskCache {
 
   private startCompaction(files: CollectionFiles): void {
     if (this.closed || files.compacting) return
-    files.compacting = this.compact(files).finally(() => {
+    files.compacting = compact(this.compaction, files).finally(() => {
       files.compacting = undefined
     })
   }
 
-  /**
-   * A new snapshot of the live records (copied as they are), then a new journal; the old files go
-   * once the snapshot is durable and renamed into place. Records written meanwhile go to the new
-   * journal, which a load replays over the new snapshot. A failure keeps every old file, and the
-   * next try waits (1 s, doubling to a minute).
-   */
-  private async compact(files: CollectionFiles): Promise<void> {
-    let needed = 0
-    try {
-      // the switch happens between two writes: everything before it is in the old files
-      const switched = this.writing.then(async () => {
-        const journal = files.journal
-        files.journal = undefined
-        if (journal) {
-          try {
-            await journal.datasync()
-          } finally {
-            await journal.close().catch(() => {})
-          }
-        }
-        const old = { live: new Map(files.live), meta: files.meta, journalBytes: files.journalBytes }
-        files.gen++
-        files.journalSize = 0
-        files.journalBytes = 0
-        return old
-      })
-      this.writing = switched.then(
-        () => undefined,
-        () => undefined,
-      )
-      const old = await switched
-      const gen = files.gen
-      needed = snapshotBytes(old.live)
-      let moved: Map<string, Location>
-      try {
-        moved = await writeSnapshot(this.io, files, old.live, old.meta, files.snapshotName(gen), this.maxRecordBytes)
-      } catch (error) {
-        // the journals not compacted are still to be
-        files.journalBytes += old.journalBytes
-        throw error
-      }
-      // what was not written again meanwhile now lives in the snapshot
-      const current = files.journalName(gen)
-      for (const [id, at] of moved) {
-        const now = files.live.get(id)
-        if (now && now.file !== current) files.live.set(id, at)
-      }
-      await removeOlderGenerations(this.io, files, gen)
-      files.compactionSucceeded()
-      this.stats.compactions++
-      this.tracker.compacted(files.dir)
-    } catch (error) {
-      this.stats.compactionFailures++
-      const waitMs = files.compactionFailed(Date.now())
-      this.tracker.failed('compaction', files.dir, error, needed)
-      this.log.debug({ dir: files.dir, err: errorMessage(error), retryInMs: waitMs }, 'disk cache: compaction failed; the previous files stay')
-      if (!this.closed) {
+  /** What a compaction needs of the cache: where it may switch journals, and what to tell. */
+  private compactionContext(): CompactionContext {
+    return {
+      io: this.io,
+      log: this.log,
+      limit: this.maxRecordBytes,
+      stats: this.stats,
+      tracker: this.tracker,
+      betweenWrites: <T>(step: () => Promise<T>) => {
+        const done = this.writing.then(step)
+        this.writing = done.then(
+          () => undefined,
+          () => undefined,
+        )
+        return done
+      },
+      retryLater: (files, waitMs) => {
+        if (this.closed) return
         files.compactRetry = setTimeout(() => {
           if (files.wantsCompaction(this.compactAfterBytes, Date.now())) this.startCompaction(files)
         }, waitMs)
         files.compactRetry.unref()
-      }
+      },
     }
   }
+
 
   /**
    * Reads every collection: the newest snapshot, then its journals; a torn tail is cut off. Damage
    * is reported with its collection, which then lists no scope whole (onMeta gets `listed: []`);
    * its good records are rewritten as a fresh snapshot, the damaged file kept as `<file>.damaged`.
    */
-  async load(onEntry: (entry: DiskEntry) => void, onMeta: (key: ResourceKey, meta: CollectionMeta) => void = () => {}): Promise<LoadReport> {
-    const report: LoadReport = { loaded: 0, failed: [] }
-    const fail = (file: string, reason: string, key?: ResourceKey) => {
-      report.failed.push(key ? { path: file, reason, key: { ...key } } : { path: file, reason })
-      this.log.warn({ path: file, reason }, `disk cache: ${file}: ${reason}`)
-    }
-    for (const component of await this.io.readdir(this.cacheDir).catch(() => [])) {
-      if (notCollections.has(component.name) || component.name.startsWith(lockFilePrefix)) continue
-      if (!component.isDirectory() || !validPathComponent(component.name)) {
-        fail(path.join(this.cacheDir, component.name), 'not a component directory')
-        continue
-      }
-      const componentDir = path.join(this.cacheDir, component.name)
-      for (const resource of await this.io.readdir(componentDir).catch(() => [])) {
-        const parsed = validPathComponent(resource.name) ? parseResourceDir(resource.name) : undefined
-        if (!resource.isDirectory() || !parsed) {
-          fail(path.join(componentDir, resource.name), 'not a resource directory (<resource>.<version>.<group>)')
-          continue
-        }
-        const files = this.files({ component: component.name, ...parsed })
-        const read = await readCollection(this.io, this.log, this.maxRecordBytes, files, (file, reason) => fail(file, reason, files.key))
-        if (read.damaged.length > 0) {
-          await setDamagedAside(this.io, this.log, files, read.damaged)
-          files.needsRewrite = true
-          this.startCompaction(files)
-        }
-        for (const object of read.objects.values()) {
-          report.loaded++
-          onEntry({ key: { ...files.key }, object })
-        }
-        if (files.meta) onMeta({ ...files.key }, files.meta)
-      }
-    }
-    this.log.info(`disk cache: loaded ${report.loaded} object(s) from ${this.cacheDir}${report.failed.length > 0 ? `, ${report.failed.length} problem(s)` : ''}`)
-    return report
+  load(onEntry: (entry: DiskEntry) => void, onMeta: (key: ResourceKey, meta: CollectionMeta) => void = () => {}): Promise<LoadReport> {
+    return loadCollections(
+      {
+        io: this.io,
+        log: this.log,
+        limit: this.maxRecordBytes,
+        cacheDir: this.cacheDir,
+        collection: key => this.files(key),
+        rewrite: files => this.startCompaction(files),
+      },
+      onEntry,
+      onMeta,
+    )
   }
+
 }
