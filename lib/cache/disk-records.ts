@@ -33,12 +33,13 @@ export const defaultMaxRecordBytes = 64 * 1024 * 1024
 export class ObjectTooLargeError extends Error {
   constructor(
     readonly namespace: string,
-    override readonly name: string,
+    readonly objectName: string,
     /** the record's size: header line and body */
     readonly bytes: number,
     readonly limit: number,
   ) {
-    super(`disk cache: ${namespace ? `${namespace}/` : ''}${name} makes a record of ${bytes} bytes, over the limit of ${limit}: not cached`)
+    super(`disk cache: ${namespace ? `${namespace}/` : ''}${objectName} makes a record of ${bytes} bytes, over the limit of ${limit}: not cached`)
+    this.name = 'ObjectTooLargeError'
   }
 }
 

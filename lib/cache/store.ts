@@ -470,13 +470,10 @@ export class CacheStore {
   async replaceScope(key: ResourceKey, scope: ParsedScope, list: ListState): Promise<void> {
     const collection = this.collection(key)
     this.admit(collection, list.kind, list.apiVersion, `a ${list.kind || 'kind-less'} list`)
-    const items = newestOf(list.items)
-    const tooLarge = items.find(o => !this.fits(key, o))
-    if (tooLarge) {
-      this.invalidate(collection, scope, `${objectKey(tooLarge.namespace, tooLarge.name)} (${tooLarge.body.length} bytes) is too large to cache`)
-      await this.save(key, [{ t: 'meta', meta: collection.meta() }])
-      return
-    }
+    const all = newestOf(list.items)
+    // what the disk cannot take is not kept (nor any older copy of it), and the scope is not whole without it
+    const tooLarge = all.filter(o => !this.fits(key, o))
+    const items = tooLarge.length === 0 ? all : all.filter(o => !tooLarge.includes(o))
     const listVersion = numericVersion(list.resourceVersion)
     const prior = collection.listed.get(scope.id)
     const newHistory = prior !== undefined && listVersion > 0n && listVersion < prior.reached
@@ -488,9 +485,13 @@ export class CacheStore {
     } else if (listVersion > collection.listResourceVersion) {
       collection.listResourceVersion = listVersion
     }
-    const listed = new Set(items.map(o => objectKey(o.namespace, o.name)))
+    const listed = new Set(all.map(o => objectKey(o.namespace, o.name)))
     const ops: DiskOp[] = []
     const updates: Promise<CachedObject | undefined>[] = []
+    for (const object of tooLarge) {
+      const entry = collection.entries.get(objectKey(object.namespace, object.name))
+      if (entry) ops.push(...this.drop(key, collection, entry))
+    }
     for (const [id, entry] of collection.entries) {
       if (listed.has(id)) continue
       const newer = numericVersion(entry.meta.resourceVersion) > listVersion
@@ -511,8 +512,13 @@ export class CacheStore {
       else if (change) ops.push({ t: 'put', object: change })
     }
     for (const change of await Promise.all(updates)) if (change) ops.push({ t: 'put', object: change })
-    collection.listed.set(scope.id, { scope, resourceVersion: list.resourceVersion, reached: listVersion })
-    collection.incomplete.delete(scope.id)
+    if (tooLarge.length === 0) {
+      collection.listed.set(scope.id, { scope, resourceVersion: list.resourceVersion, reached: listVersion })
+      collection.incomplete.delete(scope.id)
+    } else {
+      const first = tooLarge[0]
+      this.invalidate(collection, scope, `${objectKey(first.namespace, first.name)} (${first.body.length} bytes)${tooLarge.length > 1 ? ` and ${tooLarge.length - 1} more are` : ' is'} too large to cache`)
+    }
     collection.origin = 'cloud'
     collection.lastUpdate = Date.now()
     ops.push({ t: 'meta', meta: collection.meta() })
