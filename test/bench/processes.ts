@@ -57,7 +57,7 @@ function spawnAsStaticPod(args: string[], stdio: StdioOptions): ChildProcess {
 
 let scratchDir: string | undefined
 /** one temporary directory per bench run for the hubs' caches; cleanupScratch() removes it */
-function scratch(): string {
+export function scratch(): string {
   scratchDir ??= mkdtempSync(path.join(os.tmpdir(), 'outpost-bench-'))
   return scratchDir
 }

@@ -21,6 +21,7 @@ import { formatTable, machine, naRow, writeResults } from './report.ts'
 import type { Results, Row } from './report.ts'
 import { deliveryRows, getRows, listRows, watchRows } from './rows-proxy.ts'
 import { killRows, memoryRows } from './rows-cache.ts'
+import { compactionKillRows, damagedColdStartRows } from './rows-disk.ts'
 import { inProcessRows } from './topology.ts'
 import { fleetRows } from './fleet.ts'
 import { smokeProblems } from './smoke.ts'
@@ -85,6 +86,10 @@ async function main(): Promise<number> {
     }
     await group(rows, 'memory', '5-6. RSS idle and loaded, cold start offline', () => memoryRows(ctx))
     await group(rows, 'kill', '7. SIGKILL mid-burst, restart offline', () => killRows(ctx))
+    await group(rows, 'disk', '9. the disk cache under faults: kill -9 mid-compaction on a full disk; a cold start on a damaged snapshot', async () => [
+      ...(await compactionKillRows(quick ? 2_000 : 10_000)),
+      ...(await damagedColdStartRows(ctx, quick ? 2_000 : 20_000)),
+    ])
   } finally {
     await sim.close()
     cleanupScratch()

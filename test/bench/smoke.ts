@@ -10,6 +10,7 @@ export const expectedRows = [
   'list.protobuf.first', 'list.protobuf.relist', 'list.protobuf.pass-through',
   'watch.json.recorded', 'watch.json.pass-through', 'watch.protobuf.recorded', 'watch.protobuf.pass-through',
   'watchers.p99', 'rss.idle', 'rss.idle-floor', 'rss.loaded', 'coldstart', 'kill.lost', 'kill.load-errors',
+  'disk.compaction-kill.lost', 'disk.compaction-kill.scope', 'disk.damaged-coldstart',
   'fleet.watches', 'fleet.relists', 'fleet.relists-410', 'fleet.client-relists', 'fleet.bytes',
 ]
 
