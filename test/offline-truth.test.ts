@@ -2,7 +2,7 @@
 // hub and simulator: pages of two lists that share a continue token, a read of the past, a history
 // that went back; and a cache dir the hub cannot use or that another hub holds.
 import t from 'tap'
-import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { request } from 'undici'
@@ -177,4 +177,30 @@ t.test("a shared watch cache whose apiserver's history went back (etcd restored)
   t.same(names(after).sort(), ['app/a', 'app/b'], "the restored history's Services, nothing of the lost one")
   h.simulator.create(service('c'))
   await eventually(async () => names(await list()).includes('app/c'), 10_000, "the new history's events to reach the cache")
+})
+
+t.test('writes the disk refuses: served from memory, readyz and a metric say the cache is not durable, and it heals once the disk takes them', async t => {
+  const h = await startHarness()
+  t.teardown(() => h.close())
+  h.simulator.create(configMap('app', 'cm'))
+  // a file where the collection's directory must go: every write of it fails, as on a broken disk
+  await mkdir(path.join(h.cacheDir, 'kubelet'), { recursive: true })
+  const blocker = path.join(h.cacheDir, 'kubelet', 'configmaps.v1.core')
+  await writeFile(blocker, 'in the way')
+  t.equal((await getJson(`${h.url}/api/v1/namespaces/app/configmaps`)).status, 200, 'online: answered')
+  const readyz = async () => {
+    const res = await request(`${h.hub.adminUrl}/v1/readyz`)
+    return { status: res.statusCode, text: await res.body.text() }
+  }
+  const durableMetric = async () => /^outpost_cache_durable (\d)$/m.exec(await (await request(`${h.hub.adminUrl}/metrics`)).body.text())?.[1]
+  await eventually(async () => /cache not durable/.test((await readyz()).text), 10_000, 'readyz to say the cache is not durable')
+  const notDurable = await readyz()
+  t.equal(notDurable.status, 503, 'readyz is not ok')
+  t.match(notDurable.text, /cache not durable .*configmaps\.v1\.core.*needed \d+ bytes, \d+ free/, 'readyz says what is not on disk, and the room it needed')
+  t.equal(await durableMetric(), '0', 'outpost_cache_durable 0')
+  await rm(blocker)
+  await eventually(async () => !/cache not durable/.test((await readyz()).text), 20_000, 'the retry to land and readyz to stop saying so')
+  t.equal(await durableMetric(), '1', 'outpost_cache_durable 1')
+  await goDark(h)
+  t.equal((await getJson(`${h.url}/api/v1/namespaces/app/configmaps`)).body.items.length, 1, 'offline: the list, whole')
 })

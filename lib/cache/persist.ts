@@ -81,7 +81,8 @@ export class Persister {
       if (!fresh) {
         fresh = { key, objects: new Map(), meta: false, error: (error as Error).message }
         this.lagging.set(Persister.id(key), fresh)
-        this.log.error({ component: key.component, resource: resourceDirName(key), err: fresh.error }, 'cache: a write failed; the collection is kept in memory and written again, whole, once the disk takes it')
+        // the disk says it once per failure streak (what failed, how much room it needs); this is per collection
+        this.log.debug({ component: key.component, resource: resourceDirName(key), err: fresh.error }, 'cache: a write failed; the collection is kept in memory and written again, whole, once the disk takes it')
       }
       this.join(fresh, ops)
       this.scheduleRetry()
@@ -132,7 +133,7 @@ export class Persister {
         for (const [k, v] of taken) if (lag.objects.get(k) === v) lag.objects.delete(k)
         if (lag.objects.size === 0 && !lag.meta) {
           this.lagging.delete(id)
-          this.log.info({ component: lag.key.component, resource: resourceDirName(lag.key), objects: taken.size }, 'cache: the disk took the collection again')
+          this.log.debug({ component: lag.key.component, resource: resourceDirName(lag.key), objects: taken.size }, 'cache: the disk took the collection again')
         }
       }
     } finally {

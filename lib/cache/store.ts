@@ -134,11 +134,11 @@ export class CacheStore {
 
   /** Whether what memory holds is on disk (so survives a restart), and if not, why. */
   durability(): { durable: boolean; why?: string } {
-    const lag = this.persister?.lagReason()
-    if (lag) return { durable: false, why: lag }
     const disk = this.disk?.health()
-    if (disk && !disk.durable) return { durable: false, why: disk.error ?? 'the disk failed' }
-    return { durable: true }
+    const lag = this.persister?.lagReason()
+    if (!lag && (!disk || disk.durable)) return { durable: true }
+    const space = disk?.neededBytes === undefined ? '' : ` (needed ${disk.neededBytes} bytes, ${disk.availableBytes ?? 'unknown'} free)`
+    return { durable: false, why: [disk?.error && `${disk.error}${space}`, lag].filter(Boolean).join('; ') }
   }
 
   get memory(): { bodies: number; bytes: number } {
