@@ -5,7 +5,7 @@
 // reads it, and what the hub writes upstream for it (upstreamPath).
 
 import t from 'tap'
-import { apiserverRequestInfo, classify, componentOf, isWatch, type RequestInfo } from '../lib/api/requestinfo.ts'
+import { apiserverRequestInfo, classify, componentOf, isWatch, queryFlag, type RequestInfo } from '../lib/api/requestinfo.ts'
 import { decodeTarget, encodeQuery, escapePath, parseQuery, resourcePath, upstreamPath } from '../lib/api/paths.ts'
 
 type Expected = Partial<Omit<RequestInfo, 'query' | 'path' | 'rawQuery' | 'problem' | 'malformed'>>
@@ -423,4 +423,10 @@ t.test('upstreamPath: what the hub sends is what it read', async t => {
   for (const [method, url, want] of cases) t.equal(upstreamPath(classify(method, url)), want, `${method} ${url}`)
   const watch = classify('GET', '/api/v1/pods?allowWatchBookmarks=false&watch=1&resourceVersion=5')
   t.equal(upstreamPath(watch, { allowWatchBookmarks: 'true' }), '/api/v1/pods?watch=1&resourceVersion=5&allowWatchBookmarks=true', 'the hub’s own parameter replaces the client’s')
+})
+
+t.test('boolean query parameters as the apiserver reads them: present and not "0" or "false" (any case)', async t => {
+  const flag = (query: string) => queryFlag(classify('GET', `/api/v1/pods?watch=1&${query}`), 'allowWatchBookmarks')
+  const cases: [string, boolean][] = [['allowWatchBookmarks=true', true], ['allowWatchBookmarks=1', true], ['allowWatchBookmarks=True', true], ['allowWatchBookmarks', true], ['allowWatchBookmarks=false', false], ['allowWatchBookmarks=FALSE', false], ['allowWatchBookmarks=0', false], ['other=1', false]]
+  for (const [query, want] of cases) t.equal(flag(query), want, query)
 })

@@ -217,6 +217,11 @@ function isTrue(value: string | null): boolean {
   return value !== null && value !== '0' && value.toLowerCase() !== 'false'
 }
 
+/** A boolean query parameter as the apiserver reads it (`allowWatchBookmarks=1` asks for BOOKMARKs too). */
+export function queryFlag(info: RequestInfo, name: string): boolean {
+  return isTrue(info.query.get(name))
+}
+
 // `fieldSelector=metadata.name=x` names one object (kubelet watches its own Node this way).
 function nameFromFieldSelector(fieldSelector: string): string {
   if (!fieldSelector.includes('metadata.name')) return ''

@@ -7,6 +7,7 @@
 // never listed, or one with objects whose bodies are lost, is a 503 that says so, never a short list.
 import type { ServerResponse } from 'node:http'
 import type { RequestInfo } from '../api/requestinfo.ts'
+import { queryFlag } from '../api/requestinfo.ts'
 import type { CachedObject, WireFormat } from './types.ts'
 import type { CacheStore, Collection } from './store.ts'
 import { LostObjectError, describeScope, numericVersion } from './store.ts'
@@ -318,7 +319,7 @@ export async function serveWatch(read: OfflineRead, bookmarkIntervalMs: number):
   })
   res.flushHeaders()
   const fromNow = !info.resourceVersion || info.resourceVersion === '0'
-  const initialEvents = info.query.get('sendInitialEvents') === 'true'
+  const initialEvents = queryFlag(info, 'sendInitialEvents')
   const resourceVersion = fromNow || initialEvents ? whole.resourceVersion : info.resourceVersion
   const send = (frame: Buffer) => {
     const out = filter ? filter.frame(format, frame) : frame
@@ -332,7 +333,7 @@ export async function serveWatch(read: OfflineRead, bookmarkIntervalMs: number):
     for (const timer of timers) clearTimeout(timer)
     if (!res.writableEnded && !res.destroyed) res.end()
   }
-  if (info.query.get('allowWatchBookmarks') === 'true') {
+  if (queryFlag(info, 'allowWatchBookmarks')) {
     timers.push(setInterval(() => res.write(bookmarkFrame(format, collection.kind, collection.apiVersion, resourceVersion, false)), bookmarkIntervalMs))
   }
   const timeoutSeconds = Number(info.query.get('timeoutSeconds'))

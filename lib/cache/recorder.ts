@@ -5,6 +5,7 @@
 // apiserver's.
 import type { Logger } from 'pino'
 import type { RequestInfo } from '../api/requestinfo.ts'
+import { queryFlag } from '../api/requestinfo.ts'
 import type { ResourceKey, CachedObject, WireFormat } from './types.ts'
 import { CacheStore, RejectedError, parseScope, vouchedFields } from './store.ts'
 import type { ParsedScope } from './store.ts'
@@ -242,7 +243,7 @@ export class WatchRecording {
     private readonly format: WireFormat,
     private readonly scope: ParsedScope,
   ) {
-    if (info.query.get('sendInitialEvents') === 'true') this.initial = []
+    if (queryFlag(info, 'sendInitialEvents')) this.initial = []
   }
 
   private async start(): Promise<void> {

@@ -5,7 +5,7 @@ import { gunzip } from 'node:zlib'
 import { promisify } from 'node:util'
 import type { ServerResponse, IncomingMessage } from 'node:http'
 import type { Logger } from 'pino'
-import { classify, isWatch, qualifiedResource } from '../api/requestinfo.ts'
+import { classify, isWatch, qualifiedResource, queryFlag } from '../api/requestinfo.ts'
 import { upstreamPath } from '../api/paths.ts'
 import type { RequestInfo } from '../api/requestinfo.ts'
 import { upstreamRequestHeaders, clientResponseHeaders } from './headers.ts'
@@ -318,7 +318,7 @@ async function bufferThenSend(upstreamRes: UpstreamResponse, res: ServerResponse
 const gunzipAsync = promisify(gunzip)
 
 function asksForBookmarks(info: RequestInfo): boolean {
-  return info.query.get('allowWatchBookmarks') === 'true'
+  return queryFlag(info, 'allowWatchBookmarks')
 }
 
 function isOwnLeaseRenewal(info: RequestInfo, nodeName: string): boolean {

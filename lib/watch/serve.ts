@@ -5,6 +5,7 @@
 // with Retry-After, as the apiserver's watch cache answers.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { RequestInfo } from '../api/requestinfo.ts'
+import { queryFlag } from '../api/requestinfo.ts'
 import type { WireFormat } from '../cache/types.ts'
 import type { ResponseFilter } from '../../filters/registry.ts'
 import { listStatesPresent, scopeOf } from '../cache/recorder.ts'
@@ -105,10 +106,10 @@ export async function serveFromCache(info: RequestInfo, req: IncomingMessage, re
   for (const [name, value] of Object.entries(offlineHeaders(online, cache))) res.setHeader(name, value)
   const watcher = new CacheWatcher(cache, res, {
     filter: options.filter,
-    allowBookmarks: info.query.get('allowWatchBookmarks') === 'true',
+    allowBookmarks: queryFlag(info, 'allowWatchBookmarks'),
     // unset and 0 both begin with the state as ADDED events (the API's "Get State and Start at Most Recent")
-    from: info.query.get('sendInitialEvents') === 'true' || rv === '0' || rv === '' ? 'state' : wanted,
-    sendInitialEvents: info.query.get('sendInitialEvents') === 'true',
+    from: queryFlag(info, 'sendInitialEvents') || rv === '0' || rv === '' ? 'state' : wanted,
+    sendInitialEvents: queryFlag(info, 'sendInitialEvents'),
     timeoutSeconds: Number(info.query.get('timeoutSeconds')) || undefined,
     bookmarkIntervalMs: options.bookmarkIntervalMs,
     onRefilterSent: options.onRefilterSent,
