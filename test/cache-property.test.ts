@@ -14,22 +14,12 @@ import { Recorder, resourceKeyOf, scopeOf } from '../lib/cache/recorder.ts'
 import { classify } from '../lib/api/requestinfo.ts'
 import { encodeContinue } from '../lib/api/continue-token.ts'
 import { resourceDirName } from '../lib/cache/types.ts'
+import { seededRandom } from './helpers/random.ts'
 
 const log = pino({ level: process.env.OUTPOST_TEST_LOG ?? 'silent' })
 const kubelet = 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89'
 const namespace = 'app'
 const base = `/api/v1/namespaces/${namespace}/configmaps`
-
-/** mulberry32: a small seeded generator, so a failing sequence can be run again from its seed */
-function generator(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let x = Math.imul(a ^ (a >>> 15), 1 | a)
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 interface ConfigMap {
   name: string
@@ -166,7 +156,7 @@ const steps = 60
 t.test('the offline list is the last complete state, or 503', async t => {
   for (let sequence = 0; sequence < sequences; sequence++) {
     const seed = 0x5eed + sequence * 7919
-    const random = generator(seed)
+    const random = seededRandom(seed)
     const dir = await mkdtemp(path.join(os.tmpdir(), 'outpost-property-'))
     const cloud = new Cloud()
     for (let i = 0; i < 6; i++) cloud.change(random)

@@ -15,6 +15,7 @@ import type { Step } from '../filters/chain.ts'
 import { filterEndpointsObject } from '../filters/servicetopology.ts'
 import type { WireFormat } from '../lib/cache/types.ts'
 import { fixtureBytes, recordedAnnotations, recordedContext, watchFrames } from './helpers/fixtures.ts'
+import { seededRandom } from './helpers/random.ts'
 
 function registry(hub: { host: string; port: number } | null = { host: '169.254.2.1', port: 10268 }): FilterRegistry {
   const context = recordedContext('kind-worker2')
@@ -29,19 +30,9 @@ const chainFor = (r: FilterRegistry, path: string, component: string): ResponseF
   return chain
 }
 
-/** A small deterministic generator: the same damage on every run. */
-function random(seed: number): () => number {
-  let s = seed >>> 0
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0
-    let x = Math.imul(s ^ (s >>> 15), 1 | s)
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 function* damaged(input: Buffer, count: number, seed: number): Generator<Buffer> {
-  const next = random(seed)
+  const next = seededRandom(seed) // the same damage on every run
   const at = () => Math.floor(next() * input.length)
   for (let i = 0; i < count; i++) {
     const copy = Buffer.from(input)
