@@ -74,11 +74,12 @@ export class Collection {
 
   /** Why a list of `scope` cannot be answered whole, when the cache knows why: damage, a lost event, an object too large. */
   whyIncomplete(scope: ParsedScope): string | undefined {
-    for (const [id, entry] of this.incomplete) {
-      if (id === wholeCollection) return entry.why
-      if (entry.scope && (covers(entry.scope, scope) || covers(scope, entry.scope))) return `${describeScope(entry.scope)}: ${entry.why}`
-    }
-    return undefined
+    const whole = this.incomplete.get(wholeCollection)
+    if (whole) return whole.why
+    // a scope that would have answered this one first, then one this one would have included
+    const entries = [...this.incomplete.values()]
+    const found = entries.find(e => e.scope && covers(e.scope, scope)) ?? entries.find(e => e.scope && covers(scope, e.scope))
+    return found?.scope && `${describeScope(found.scope)}: ${found.why}`
   }
 
   /** Why an object or list of `kind`/`apiVersion` does not belong here ('' when it does). */
