@@ -483,7 +483,7 @@ t.test('one limit: an object over it is refused whole, nothing of its batch writ
     (error: unknown) => error,
   )
   t.ok(refused instanceof ObjectTooLargeError, 'put rejects with ObjectTooLargeError')
-  t.match(refused, { namespace: 'default', name: 'huge', limit: 64 * 1024 * 1024 })
+  t.match(refused, { namespace: 'default', objectName: 'huge', limit: 64 * 1024 * 1024 })
   t.ok((refused as ObjectTooLargeError).bytes > 65 * 1024 * 1024)
   const batch = await disk.putAll(pods, [jsonObject('default', 'with-huge', '2'), huge]).then(
     () => undefined,

@@ -3,9 +3,6 @@
 import t from 'tap'
 import { once } from 'node:events'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { mkdtempSync } from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
 import { request } from 'undici'
 import { pino } from 'pino'
 import { startDemoCluster } from './simulator/demo.ts'
@@ -13,6 +10,7 @@ import { DiskCache } from '../lib/cache/disk.ts'
 import { eventually } from './helpers/hub.ts'
 import { readWatch } from './helpers/watch.ts'
 import { startHubProcess } from './helpers/hub-process.ts'
+import { tempDir } from './helpers/temp-dirs.ts'
 
 const kubelet = { 'user-agent': 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89' }
 const kubeProxy = { 'user-agent': 'kube-proxy/v1.24.0+0 (linux/amd64) kubernetes/2cc6ddc' }
@@ -27,9 +25,9 @@ async function json(url: string): Promise<{ status: number; body: any }> {
 t.test('SIGKILL mid-burst, restart offline: every file parses, nothing acknowledged is lost, the node is served from disk', async t => {
   const simulator = await startDemoCluster()
   t.teardown(() => simulator.close())
-  const cacheDir = mkdtempSync(path.join(os.tmpdir(), 'outpost-restart-'))
+  const cacheDir = tempDir(t, 'outpost-restart-')
   const first = await startHubProcess(simulator.url, cacheDir)
-  t.teardown(() => first.child.kill('SIGKILL'))
+  t.teardown(() => first.kill())
 
   // What kubelet reads on start: its Node, its pods, the configmaps and secrets they mount, its Lease.
   t.equal((await json(`${first.url}/api/v1/nodes/kind-worker2`)).status, 200)
@@ -91,7 +89,7 @@ t.test('SIGKILL mid-burst, restart offline: every file parses, nothing acknowled
   // Start again with the cloud unreachable.
   await simulator.setFault('refuse')
   const second = await startHubProcess(simulator.url, cacheDir)
-  t.teardown(() => second.child.kill('SIGKILL'))
+  t.teardown(() => second.kill())
   const node = await json(`${second.url}/api/v1/nodes/kind-worker2`)
   t.equal(node.status, 200, 'its Node, from disk')
   t.equal(node.body.metadata.labels['apps.openyurt.io/nodepool'], 'shanghai')
@@ -115,9 +113,9 @@ t.test('SIGKILL mid-burst, restart offline: every file parses, nothing acknowled
 t.test('SIGTERM with open watches exits 0, ends the watches, and leaves a loadable cache', async t => {
   const simulator = await startDemoCluster({ bookmarkIntervalMs: 100 })
   t.teardown(() => simulator.close())
-  const cacheDir = mkdtempSync(path.join(os.tmpdir(), 'outpost-sigterm-'))
+  const cacheDir = tempDir(t, 'outpost-sigterm-')
   const hub = await startHubProcess(simulator.url, cacheDir)
-  t.teardown(() => hub.child.kill('SIGKILL'))
+  t.teardown(() => hub.kill())
   await (await request(`${hub.url}/api/v1/namespaces/default/configmaps`, { headers: kubelet })).body.dump()
   const rv = simulator.currentResourceVersion()
   const watches = await Promise.all(
