@@ -142,9 +142,14 @@ async function startWithCache(config: HubConfig, options: StartOptions, log: Log
     log.info({ state, endedWatches: ended }, state === 'offline' ? 'serving from cache' : 'serving from the cloud')
   })
 
-  const report = await store.load()
-  metrics.cacheLoadErrors.inc(report?.failed.length ?? 0)
-  metrics.cacheLoadedObjects.set(report?.loaded ?? 0)
+  // the hub serves while the cache loads: each collection answers once it is read (store.ts)
+  const loaded = store.load().then(
+    report => {
+      metrics.cacheLoadErrors.inc(report?.failed.length ?? 0)
+      metrics.cacheLoadedObjects.set(report?.loaded ?? 0)
+    },
+    error => log.error({ err: (error as Error).message }, 'cache: load failed'),
+  )
   metrics.observeCache(
     () => store.all(),
     () => ({
@@ -238,6 +243,7 @@ async function startWithCache(config: HubConfig, options: StartOptions, log: Log
     nodeName: config.nodeName,
     pending: () => secure?.pending() ?? '',
     cacheProblems: () => cacheProblems(store, cacheOff),
+    loading: () => store.loading,
     watchCaches,
     servedFromShared: (component, key) => watchCaches.servedFrom(component, key),
   })
@@ -252,6 +258,7 @@ async function startWithCache(config: HubConfig, options: StartOptions, log: Log
     health.stop()
     await topology.stop()
     watchCaches.close()
+    await loaded
     await Promise.allSettled([proxy.close(), admin.close(), secure?.close(), upstream.close()])
     throw error
   }
@@ -279,6 +286,7 @@ async function startWithCache(config: HubConfig, options: StartOptions, log: Log
       // ended watches write their last chunk before the server force-closes connections
       await streams.whenClosed(2_000)
       await Promise.allSettled([proxy.close(), admin.close(), secure?.close()])
+      await loaded
       await store.flush()
       await store.close()
       await upstream.close()

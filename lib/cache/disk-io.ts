@@ -1,7 +1,7 @@
 // The file operations of the disk cache, as one small interface: node:fs/promises by default, a
 // stub in tests that fails the Nth write short, with ENOSPC or EIO, or stops answering as a killed
 // process would (test/helpers/faulty-io.ts).
-import { chmod, link, mkdir, open, readdir, readFile, rename, rm, statfs, truncate, unlink } from 'node:fs/promises'
+import { chmod, link, mkdir, open, readdir, readFile, rename, rm, stat, statfs, truncate, unlink } from 'node:fs/promises'
 
 /** The subset of a FileHandle the disk cache uses. */
 export interface DiskFile {
@@ -35,6 +35,8 @@ export interface DiskIO {
   rm(file: string): Promise<void>
   /** free space for an unprivileged writer: bavail blocks of bsize bytes */
   statfs(dir: string): Promise<{ bavail: number; bsize: number }>
+  /** a file's size (the load reads small collections first) */
+  stat(file: string): Promise<{ size: number }>
 }
 
 export const nodeDiskIO: DiskIO = {
@@ -49,6 +51,7 @@ export const nodeDiskIO: DiskIO = {
   truncate: (file, length) => truncate(file, length),
   rm: file => rm(file, { recursive: true, force: true }),
   statfs: dir => statfs(dir),
+  stat: file => stat(file),
 }
 
 export function errorCode(error: unknown): string | undefined {

@@ -40,14 +40,27 @@ export interface LoadContext {
   rewrite(files: CollectionFiles): void
 }
 
-/** Every collection under the cache dir, read back; what cannot be read is reported, never silently emptied. */
-export async function loadCollections(context: LoadContext, onEntry: (entry: DiskEntry) => void, onMeta: (key: ResourceKey, meta: CollectionMeta) => void): Promise<LoadReport> {
+/** What the load tells as it goes: the collections it will read (in that order), and each once read. */
+export interface LoadProgress {
+  planned?(keys: ResourceKey[]): void
+  /** a collection read, with what could not be read of it */
+  loaded?(key: ResourceKey, failed: LoadFailure[]): void
+}
+
+/**
+ * Every collection under the cache dir, read back, smallest first, one at a time with a turn of
+ * the event loop between them (the hub answers what is loaded while the rest loads: a large or
+ * damaged collection does not hold up a small one); what cannot be read is reported, never
+ * silently emptied.
+ */
+export async function loadCollections(context: LoadContext, onEntry: (entry: DiskEntry) => void, onMeta: (key: ResourceKey, meta: CollectionMeta) => void, progress: LoadProgress = {}): Promise<LoadReport> {
   const { io, log, cacheDir } = context
   const report: LoadReport = { loaded: 0, failed: [] }
   const fail = (file: string, reason: string, key?: ResourceKey) => {
     report.failed.push(key ? { path: file, reason, key: { ...key } } : { path: file, reason })
     log.warn({ path: file, reason }, `disk cache: ${file}: ${reason}`)
   }
+  const plan: { key: ResourceKey; bytes: number }[] = []
   for (const component of await io.readdir(cacheDir).catch(() => [])) {
     if (notACollection(component.name)) continue
     if (!component.isDirectory() || !validPathComponent(component.name)) {
@@ -61,19 +74,29 @@ export async function loadCollections(context: LoadContext, onEntry: (entry: Dis
         fail(path.join(componentDir, resource.name), 'not a resource directory (<resource>.<version>.<group>)')
         continue
       }
-      const files = context.collection({ component: component.name, ...parsed })
-      const read = await readCollection(io, log, context.limit, files, (file, reason) => fail(file, reason, files.key))
-      if (read.damaged.length > 0) {
-        await setDamagedAside(io, log, files, read.damaged)
-        files.needsRewrite = true
-        context.rewrite(files)
-      }
-      for (const object of read.objects.values()) {
-        report.loaded++
-        onEntry({ key: { ...files.key }, object })
-      }
-      if (files.meta) onMeta({ ...files.key }, files.meta)
+      const dir = path.join(componentDir, resource.name)
+      let bytes = 0
+      for (const file of await io.readdir(dir).catch(() => [])) bytes += (await io.stat(path.join(dir, file.name)).catch(() => ({ size: 0 }))).size
+      plan.push({ key: { component: component.name, ...parsed }, bytes })
     }
+  }
+  plan.sort((a, b) => a.bytes - b.bytes)
+  progress.planned?.(plan.map(p => ({ ...p.key })))
+  for (const { key } of plan) {
+    const files = context.collection(key)
+    const read = await readCollection(io, log, context.limit, files, (file, reason) => fail(file, reason, files.key))
+    if (read.damaged.length > 0) {
+      await setDamagedAside(io, log, files, read.damaged)
+      files.needsRewrite = true
+      context.rewrite(files)
+    }
+    for (const object of read.objects.values()) {
+      report.loaded++
+      onEntry({ key: { ...files.key }, object })
+    }
+    if (files.meta) onMeta({ ...files.key }, files.meta)
+    progress.loaded?.({ ...key }, report.failed.filter(f => f.key && f.key.component === key.component && f.key.group === key.group && f.key.version === key.version && f.key.resource === key.resource))
+    await new Promise(resolve => setImmediate(resolve))
   }
   log.info(`disk cache: loaded ${report.loaded} object(s) from ${cacheDir}${report.failed.length > 0 ? `, ${report.failed.length} problem(s)` : ''}`)
   return report

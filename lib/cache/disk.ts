@@ -20,7 +20,7 @@ import type { DiskHealth } from './disk-health.ts'
 import { asError, errorCode, errorMessage, nodeDiskIO, writeFully } from './disk-io.ts'
 import type { DiskIO } from './disk-io.ts'
 import { loadCollections } from './disk-load.ts'
-import type { DiskEntry, LoadReport } from './disk-load.ts'
+import type { DiskEntry, LoadProgress, LoadReport } from './disk-load.ts'
 import { checkComponent, stateDir } from './disk-paths.ts'
 import { defaultMaxRecordBytes, encodeRecords, payloadBytes, putHeader, recordOf } from './disk-records.ts'
 import type { CollectionMeta, DiskOp, EncodedRecord } from './disk-records.ts'
@@ -34,7 +34,7 @@ export { ObjectTooLargeError } from './disk-records.ts'
 export type { DiskHealth } from './disk-health.ts'
 export type { DiskIO, DiskFile, DirEntry } from './disk-io.ts'
 export { CacheDirLockedError } from './lock.ts'
-export type { DiskEntry, LoadFailure, LoadReport } from './disk-load.ts'
+export type { DiskEntry, LoadFailure, LoadProgress, LoadReport } from './disk-load.ts'
 export { validPathComponent } from './disk-paths.ts'
 
 export interface DiskCacheOptions {
@@ -469,7 +469,7 @@ export class DiskCache {
    * is reported with its collection, which then lists no scope whole (onMeta gets `listed: []`);
    * its good records are rewritten as a fresh snapshot, the damaged file kept as `<file>.damaged`.
    */
-  load(onEntry: (entry: DiskEntry) => void, onMeta: (key: ResourceKey, meta: CollectionMeta) => void = () => {}): Promise<LoadReport> {
+  load(onEntry: (entry: DiskEntry) => void, onMeta: (key: ResourceKey, meta: CollectionMeta) => void = () => {}, progress?: LoadProgress): Promise<LoadReport> {
     return loadCollections(
       {
         io: this.io,
@@ -481,6 +481,7 @@ export class DiskCache {
       },
       onEntry,
       onMeta,
+      progress,
     )
   }
 

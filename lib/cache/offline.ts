@@ -94,7 +94,7 @@ function choose({ info, accept, reason }: OfflineRead, items: CachedObject[], so
 
 export async function serveGet(read: OfflineRead): Promise<void> {
   const { store, info, res, filter } = read
-  const candidates = store.candidates(resourceKeyOf(info))
+  const candidates = await store.candidates(resourceKeyOf(info))
   let object: CachedObject | undefined
   let source: Collection | undefined
   try {
@@ -136,7 +136,7 @@ interface Whole {
 /** A scope's objects from the first collection that knows it whole, else the Status that says why not. */
 async function selectWhole(read: OfflineRead, scope: ParsedScope): Promise<Whole | Status> {
   const { store, info } = read
-  const candidates = store.candidates(resourceKeyOf(info))
+  const candidates = await store.candidates(resourceKeyOf(info))
   for (const c of candidates) {
     if (!c.coveringScope(scope)) continue
     const selection = (await store.list(c.key, scope))!

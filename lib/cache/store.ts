@@ -8,7 +8,7 @@ import type { Logger } from 'pino'
 import { LRUCache } from 'lru-cache'
 import type { CachedObject, ResourceKey } from './types.ts'
 import { objectKey, resourceDirName } from './types.ts'
-import type { DiskCache, DiskOp, LoadReport } from './disk.ts'
+import type { DiskCache, DiskOp, LoadFailure, LoadReport } from './disk.ts'
 import { fieldValue } from '../api/selectors.ts'
 import { objectMeta } from '../codec/protobuf.ts'
 import { covers, describeScope, inScope, needsBodies, parseScope } from './scope.ts'
@@ -18,6 +18,7 @@ import { Collection, wholeCollection } from './collection.ts'
 import type { Entry, StoredMeta } from './collection.ts'
 import { isNotOlder, newestOf, numericVersion } from './versions.ts'
 import { Persister } from './persist.ts'
+import { LoadGate } from './load-gate.ts'
 
 export { describeScope, parseScope, vouchedFields } from './scope.ts'
 export type { ParsedScope, Scope } from './scope.ts'
@@ -85,6 +86,8 @@ export class CacheStore {
   /** interned scope lists: thousands of objects share a handful */
   private readonly scopeLists = new Map<string, readonly string[]>()
   private readonly said = new Set<string>()
+  /** while the disk cache loads: the collections not read yet */
+  private gate: LoadGate | undefined
   readonly stats = { lostObjects: 0, rejectedKind: 0, tooLarge: 0, newHistories: 0, olderIgnored: 0 }
 
   constructor(
@@ -199,12 +202,23 @@ export class CacheStore {
     return [...this.collections.values()]
   }
 
+  /** Resolves once `key`'s collection is read from disk (at once, but while the cache loads). */
+  private whenLoaded(key: ResourceKey): Promise<void> | undefined {
+    return this.gate?.until(k => k.component === key.component && sameResource(k, key))
+  }
+
+  /** Whether the cache is still being read from disk (it serves what it has read meanwhile). */
+  get loading(): boolean {
+    return this.gate !== undefined
+  }
+
   /**
    * Every component's collection of `key`'s resource (same group and version): `key`'s own component
    * first, then the others, freshest first. Offline, a node's client is answered from whichever
-   * holds what it asks for.
+   * holds what it asks for (each read from disk first).
    */
-  candidates(key: ResourceKey): Collection[] {
+  async candidates(key: ResourceKey): Promise<Collection[]> {
+    await this.gate?.until(k => sameResource(k, key))
     const own = this.find(key)
     const others = this.all()
       .filter(c => c !== own && c.key.group === key.group && c.key.version === key.version && c.key.resource === key.resource && c.known)
@@ -225,9 +239,24 @@ export class CacheStore {
     return list
   }
 
+  /**
+   * Reads the disk cache, smallest collections first; each can be read and written as soon as it is
+   * in (until then its readers and writers wait), so a hub may serve while it loads.
+   */
   async load(): Promise<LoadReport | undefined> {
     if (!this.disk) return undefined
-    const report = await this.disk.load(
+    const gate = new LoadGate()
+    this.gate = gate
+    try {
+      return await this.loadFrom(this.disk, gate)
+    } finally {
+      gate.finish()
+      this.gate = undefined
+    }
+  }
+
+  private async loadFrom(disk: DiskCache, gate: LoadGate): Promise<LoadReport> {
+    const report = await disk.load(
       ({ key, object }) => {
         const collection = this.collection(key)
         try {
@@ -255,28 +284,34 @@ export class CacheStore {
           }
         }
       },
+      {
+        planned: keys => gate.plan(keys),
+        loaded: (key, failed) => {
+          this.settleLoaded(this.collection(key), failed)
+          gate.loaded(key)
+        },
+      },
     )
-    for (const failure of report.failed) {
-      if (!failure.key) continue
-      this.collection(failure.key).incomplete.set(wholeCollection, { why: `its cache file was damaged (${failure.path}: ${failure.reason})`, since: Date.now() })
-    }
-    // how far each listed scope was followed: at least as far as the objects it holds
-    for (const collection of this.collections.values()) {
-      if (collection.listed.size === 0) continue
-      for (const { meta } of collection.entries.values()) {
-        const rv = numericVersion(meta.resourceVersion)
-        for (const id of meta.scopes ?? []) {
-          const listed = collection.listed.get(id)
-          if (listed && rv > listed.reached) listed.reached = rv
-        }
-      }
-    }
     this.log.info({ objects: report.loaded, failed: report.failed.length, collections: this.collections.size }, 'cache loaded')
     return report
   }
 
+  /** A collection just read: what damage it had, and how far each listed scope was followed (at least as far as the objects it holds). */
+  private settleLoaded(collection: Collection, failed: readonly LoadFailure[]): void {
+    for (const failure of failed) collection.incomplete.set(wholeCollection, { why: `its cache file was damaged (${failure.path}: ${failure.reason})`, since: Date.now() })
+    if (collection.listed.size === 0) return
+    for (const { meta } of collection.entries.values()) {
+      const rv = numericVersion(meta.resourceVersion)
+      for (const id of meta.scopes ?? []) {
+        const listed = collection.listed.get(id)
+        if (listed && rv > listed.reached) listed.reached = rv
+      }
+    }
+  }
+
   /** The object, undefined when not cached; throws LostObjectError when cached but its body is gone. */
   async get(key: ResourceKey, namespace: string, name: string): Promise<CachedObject | undefined> {
+    await this.whenLoaded(key)
     const entry = this.find(key)?.entries.get(objectKey(namespace, name))
     if (!entry) return undefined
     const object = await this.withBody(key, entry)
@@ -286,6 +321,7 @@ export class CacheStore {
 
   /** The objects of a scope, or undefined when the hub holds nothing of this resource for this component. */
   async list(key: ResourceKey, scope: ParsedScope): Promise<Selection | undefined> {
+    await this.whenLoaded(key)
     const collection = this.find(key)
     if (!collection || !collection.known) return undefined
     const resourceVersion = collection.maxResourceVersion()
@@ -355,6 +391,7 @@ export class CacheStore {
    * a get carries none, and must not make kubelet's offline `spec.nodeName=` list forget its pod.
    */
   async put(key: ResourceKey, object: CachedObject, via?: ParsedScope): Promise<void> {
+    await this.whenLoaded(key)
     const collection = this.collection(key)
     this.admit(collection, object.kind, object.apiVersion, `${object.kind || 'an object'} ${objectKey(object.namespace, object.name)}`)
     this.follow(collection, via, object.resourceVersion)
@@ -435,6 +472,7 @@ export class CacheStore {
    * since) changes nothing.
    */
   async remove(key: ResourceKey, namespace: string, name: string, via?: ParsedScope, resourceVersion = ''): Promise<void> {
+    await this.whenLoaded(key)
     const collection = this.find(key)
     if (collection) this.follow(collection, via, resourceVersion)
     const entry = collection?.entries.get(objectKey(namespace, name))
@@ -468,6 +506,7 @@ export class CacheStore {
    * scope of the collection is from the old history and is no longer whole.
    */
   async replaceScope(key: ResourceKey, scope: ParsedScope, list: ListState): Promise<void> {
+    await this.whenLoaded(key)
     const collection = this.collection(key)
     this.admit(collection, list.kind, list.apiVersion, `a ${list.kind || 'kind-less'} list`)
     const all = newestOf(list.items)
@@ -531,6 +570,7 @@ export class CacheStore {
    * why, until it is listed whole again.
    */
   async invalidateScope(key: ResourceKey, scope: ParsedScope, why: string): Promise<void> {
+    await this.whenLoaded(key)
     const collection = this.find(key)
     if (!collection) return
     if (this.invalidate(collection, scope, why)) await this.save(key, [{ t: 'meta', meta: collection.meta() }])
@@ -558,7 +598,11 @@ export class CacheStore {
 
   /** Readies the disk for a collection about to be written (a watch cache's first list). */
   prepare(key: ResourceKey): void {
-    this.disk?.prepare(key)
+    const disk = this.disk
+    if (!disk) return
+    const wait = this.whenLoaded(key)
+    if (wait) void wait.then(() => disk.prepare(key))
+    else disk.prepare(key)
   }
 
   async flush(): Promise<void> {
@@ -606,4 +650,8 @@ function union(scopes: readonly string[] | undefined, add: string | undefined): 
 
 function cmp(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0
+}
+
+function sameResource(a: ResourceKey, b: ResourceKey): boolean {
+  return a.group === b.group && a.version === b.version && a.resource === b.resource
 }

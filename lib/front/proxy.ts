@@ -346,7 +346,7 @@ async function leaseConflict(store: CacheStore, info: RequestInfo, contentType: 
     return undefined // not the cache's to judge: acknowledged as before
   }
   let held = ''
-  for (const c of store.candidates(resourceKeyOf(info))) {
+  for (const c of await store.candidates(resourceKeyOf(info))) {
     const lease = await store.get(c.key, info.namespace, info.name).catch(() => undefined)
     if (lease && numericVersion(lease.resourceVersion) > numericVersion(held)) held = lease.resourceVersion
   }

@@ -32,6 +32,8 @@ export interface AdminOptions {
   pending?: () => string
   /** what keeps the cache from its promise (offline autonomy off, writes failing); [] when nothing */
   cacheProblems?: () => string[]
+  /** whether the cache is still being read from disk (each collection answers once it is) */
+  loading?: () => boolean
   /** the shared watch caches, for /debug/cache */
   watchCaches?: { describe(): unknown[] }
   /** whether a component is served a resource from a shared collection (`shared-json`, `shared-protobuf`) */
@@ -83,6 +85,7 @@ export function createAdminServer(options: AdminOptions) {
     const pending = options.pending?.()
     if (pending) missing.push(pending)
     missing.push(...(options.cacheProblems?.() ?? []))
+    if (options.loading?.()) missing.push('cache: still being read from disk (what is read already is served)')
     reply.type('text/plain')
     if (missing.length === 0) return 'ok'
     reply.code(503)
@@ -96,6 +99,7 @@ export function createAdminServer(options: AdminOptions) {
 
   admin.get('/debug/cache', async () => ({
     cloud: health.state,
+    loading: options.loading?.() ?? false,
     // what would keep an offline answer from being whole: autonomy off, the disk not keeping up
     problems: options.cacheProblems?.() ?? [],
     memory: store.memory,

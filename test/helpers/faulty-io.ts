@@ -233,6 +233,10 @@ export class FaultyIO implements DiskIO {
     return this.real.rm(file)
   }
 
+  async stat(file: string): Promise<{ size: number }> {
+    return this.step(`stat ${file}`) ? this.real.stat(file) : never
+  }
+
   async statfs(dir: string): Promise<{ bavail: number; bsize: number }> {
     // not counted: the health report's look at free space is no step of a write
     if (this.isFrozen) return never
