@@ -10,7 +10,7 @@ import type { CachedObject, ResourceKey } from './types.ts'
 import { objectKey, resourceDirName } from './types.ts'
 import type { DiskCache, DiskOp, LoadFailure, LoadReport } from './disk.ts'
 import { fieldValue } from '../api/selectors.ts'
-import { objectMeta } from '../codec/protobuf.ts'
+import { indexed, labelsOf, same, sameFields, stripBody, union, withIndex } from './entries.ts'
 import { covers, describeScope, inScope, needsBodies, parseScope } from './scope.ts'
 import type { ParsedScope } from './scope.ts'
 import { storageKey } from '../api/continue-token.ts'
@@ -25,16 +25,6 @@ export type { ParsedScope, Scope } from './scope.ts'
 export { Collection } from './collection.ts'
 export type { ListedScope, Origin, StoredMeta } from './collection.ts'
 export { numericVersion } from './versions.ts'
-
-function labelsOf(object: CachedObject): Record<string, string> {
-  if (object.labels) return object.labels
-  if (object.format === 'protobuf') return objectMeta(object.body).labels
-  const document = JSON.parse(object.body.toString()) as { metadata?: { labels?: Record<string, string> } }
-  return document.metadata?.labels ?? {}
-}
-
-const same = (a: readonly string[] | undefined, b: readonly string[] | undefined) => (a ?? []).length === (b ?? []).length && (a ?? []).every((x, i) => b![i] === x)
-const sameFields = (a: Record<string, string> | undefined, b: Record<string, string> | undefined) => JSON.stringify(a ?? {}) === JSON.stringify(b ?? {})
 
 export interface StoreOptions {
   /** bytes of object bodies kept in memory; the rest is read back from disk when asked for */
@@ -621,31 +611,6 @@ export class LostObjectError extends Error {
     super(`${lost.length} cached object(s) cannot be read (${lost.slice(0, 3).join('; ')}${lost.length > 3 ? '; …' : ''})`)
     this.name = 'LostObjectError'
   }
-}
-
-/** What the index keeps: the object without its body and labels (built field by field: a rest spread is slow, and this runs per list item). */
-function stripBody(object: CachedObject): StoredMeta {
-  const meta: StoredMeta = { apiVersion: object.apiVersion, kind: object.kind, namespace: object.namespace, name: object.name, resourceVersion: object.resourceVersion, format: object.format }
-  if (object.fields) meta.fields = object.fields
-  if (object.scopes) meta.scopes = object.scopes
-  return meta
-}
-
-/** The object as it is stored: with the scopes and field values it is known by, and its labels. */
-function withIndex(object: CachedObject, scopes: readonly string[] | undefined, fields: Record<string, string> | undefined, labels: Record<string, string>): CachedObject {
-  const stored: CachedObject = { apiVersion: object.apiVersion, kind: object.kind, namespace: object.namespace, name: object.name, resourceVersion: object.resourceVersion, format: object.format, body: object.body, labels }
-  if (fields) stored.fields = fields
-  if (scopes) stored.scopes = scopes
-  return stored
-}
-
-function indexed(entry: Entry) {
-  return { namespace: entry.meta.namespace, name: entry.meta.name, labels: entry.labels, fields: entry.meta.fields }
-}
-
-function union(scopes: readonly string[] | undefined, add: string | undefined): readonly string[] | undefined {
-  if (add === undefined || scopes?.includes(add)) return scopes
-  return [...(scopes ?? []), add].sort()
 }
 
 function cmp(a: string, b: string): number {
