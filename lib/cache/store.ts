@@ -192,7 +192,7 @@ export class CacheStore {
     return [...this.collections.values()]
   }
 
-  /** Resolves once `key`'s collection is read from disk (at once, but while the cache loads). */
+  /** Resolves once `key`'s collection is read from disk; undefined once the cache is loaded (no await on the hot path). */
   private whenLoaded(key: ResourceKey): Promise<void> | undefined {
     return this.gate?.until(k => k.component === key.component && sameResource(k, key))
   }
@@ -301,7 +301,8 @@ export class CacheStore {
 
   /** The object, undefined when not cached; throws LostObjectError when cached but its body is gone. */
   async get(key: ResourceKey, namespace: string, name: string): Promise<CachedObject | undefined> {
-    await this.whenLoaded(key)
+    const loading = this.whenLoaded(key)
+    if (loading) await loading
     const entry = this.find(key)?.entries.get(objectKey(namespace, name))
     if (!entry) return undefined
     const object = await this.withBody(key, entry)
@@ -311,7 +312,8 @@ export class CacheStore {
 
   /** The objects of a scope, or undefined when the hub holds nothing of this resource for this component. */
   async list(key: ResourceKey, scope: ParsedScope): Promise<Selection | undefined> {
-    await this.whenLoaded(key)
+    const loading = this.whenLoaded(key)
+    if (loading) await loading
     const collection = this.find(key)
     if (!collection || !collection.known) return undefined
     const resourceVersion = collection.maxResourceVersion()
@@ -381,7 +383,8 @@ export class CacheStore {
    * a get carries none, and must not make kubelet's offline `spec.nodeName=` list forget its pod.
    */
   async put(key: ResourceKey, object: CachedObject, via?: ParsedScope): Promise<void> {
-    await this.whenLoaded(key)
+    const loading = this.whenLoaded(key)
+    if (loading) await loading
     const collection = this.collection(key)
     this.admit(collection, object.kind, object.apiVersion, `${object.kind || 'an object'} ${objectKey(object.namespace, object.name)}`)
     this.follow(collection, via, object.resourceVersion)
@@ -462,7 +465,8 @@ export class CacheStore {
    * since) changes nothing.
    */
   async remove(key: ResourceKey, namespace: string, name: string, via?: ParsedScope, resourceVersion = ''): Promise<void> {
-    await this.whenLoaded(key)
+    const loading = this.whenLoaded(key)
+    if (loading) await loading
     const collection = this.find(key)
     if (collection) this.follow(collection, via, resourceVersion)
     const entry = collection?.entries.get(objectKey(namespace, name))
@@ -496,7 +500,8 @@ export class CacheStore {
    * scope of the collection is from the old history and is no longer whole.
    */
   async replaceScope(key: ResourceKey, scope: ParsedScope, list: ListState): Promise<void> {
-    await this.whenLoaded(key)
+    const loading = this.whenLoaded(key)
+    if (loading) await loading
     const collection = this.collection(key)
     this.admit(collection, list.kind, list.apiVersion, `a ${list.kind || 'kind-less'} list`)
     const all = newestOf(list.items)
@@ -560,7 +565,8 @@ export class CacheStore {
    * why, until it is listed whole again.
    */
   async invalidateScope(key: ResourceKey, scope: ParsedScope, why: string): Promise<void> {
-    await this.whenLoaded(key)
+    const loading = this.whenLoaded(key)
+    if (loading) await loading
     const collection = this.find(key)
     if (!collection) return
     if (this.invalidate(collection, scope, why)) await this.save(key, [{ t: 'meta', meta: collection.meta() }])
