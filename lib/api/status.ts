@@ -61,6 +61,11 @@ export function notFound(resource: string, group: string, name: string): Status 
   return failure(404, `${qualified} "${name}" not found`, 'NotFound', details)
 }
 
+/** What the watch cache answers to a read newer than it has reached (after waiting for it). */
+export function tooLargeResourceVersion(wanted: bigint | string, current: bigint | string): Status {
+  return failure(504, `Timeout: Too large resource version: ${wanted}, current: ${current}`, 'Timeout', { causes: [{ reason: 'ResourceVersionTooLarge', message: 'Too large resource version' }], retryAfterSeconds: 1 })
+}
+
 export function serviceUnavailable(message: string): Status {
   return failure(503, message, 'ServiceUnavailable')
 }

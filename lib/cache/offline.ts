@@ -11,12 +11,12 @@ import { queryFlag } from '../api/requestinfo.ts'
 import type { CachedObject, WireFormat } from './types.ts'
 import type { CacheStore, Collection } from './store.ts'
 import { LostObjectError, describeScope, numericVersion } from './store.ts'
-import { resourceKeyOf, scopeOf } from './recorder.ts'
+import { listStatesPresent, resourceKeyOf, scopeOf } from './recorder.ts'
 import { scopeOfName } from './scope.ts'
 import type { ParsedScope } from './scope.ts'
 import { assembleList, encodeUnknown, encodeWatchEvent } from '../codec/protobuf.ts'
 import { decodeContinue, encodeContinue, storageKey } from '../api/continue-token.ts'
-import { failure, notFound, serviceUnavailable } from '../api/status.ts'
+import { failure, notFound, serviceUnavailable, tooLargeResourceVersion } from '../api/status.ts'
 import type { Status } from '../api/status.ts'
 import { bookmarkFrame } from './bookmark.ts'
 import { contentTypeOf, wantedRepresentations } from '../api/negotiate.ts'
@@ -191,9 +191,8 @@ function versionProblem(info: RequestInfo, held: string): Status | undefined {
   if (rv === '' || rv === '0' || info.query.has('continue')) return undefined
   const wanted = numericVersion(rv)
   const have = numericVersion(held)
-  const exact = info.query.get('resourceVersionMatch') === 'Exact' || (!info.query.has('resourceVersionMatch') && Number(info.query.get('limit')) > 0)
-  if (wanted > have) return failure(504, `Timeout: Too large resource version: ${rv}, current: ${held}`, 'Timeout', { causes: [{ reason: 'ResourceVersionTooLarge', message: 'Too large resource version' }], retryAfterSeconds: 1 })
-  if (exact && wanted !== have) return failure(410, 'The resourceVersion for the provided list is too old.', 'Expired')
+  if (wanted > have) return tooLargeResourceVersion(rv, held)
+  if (!listStatesPresent(info) && wanted !== have) return failure(410, 'The resourceVersion for the provided list is too old.', 'Expired')
   return undefined
 }
 

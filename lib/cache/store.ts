@@ -504,7 +504,9 @@ export class CacheStore {
     if (loading) await loading
     const collection = this.collection(key)
     this.admit(collection, list.kind, list.apiVersion, `a ${list.kind || 'kind-less'} list`)
-    const all = newestOf(list.items)
+    const ids = list.items.map(o => objectKey(o.namespace, o.name))
+    const listed = new Set(ids)
+    const all = listed.size === ids.length ? list.items : newestOf(list.items)
     // what the disk cannot take is not kept (nor any older copy of it), and the scope is not whole without it
     const tooLarge = all.filter(o => !this.fits(key, o))
     const items = tooLarge.length === 0 ? all : all.filter(o => !tooLarge.includes(o))
@@ -519,7 +521,6 @@ export class CacheStore {
     } else if (listVersion > collection.listResourceVersion) {
       collection.listResourceVersion = listVersion
     }
-    const listed = new Set(all.map(o => objectKey(o.namespace, o.name)))
     const ops: DiskOp[] = []
     const updates: Promise<CachedObject | undefined>[] = []
     for (const object of tooLarge) {

@@ -59,7 +59,6 @@ function idOf(object: CachedObject): string {
   return storageKey(object.namespace, object.name)
 }
 
-
 export class WatchCache implements ReflectorSink {
   /** the scope's objects, by storage key */
   readonly objects = new Map<string, CachedObject>()
@@ -115,7 +114,7 @@ export class WatchCache implements ReflectorSink {
   seed(items: CachedObject[], resourceVersion: string): void {
     if (items[0]) this.answered = items[0].format
     for (const object of items) this.objects.set(idOf(object), object)
-    this.learnKind(items[0])
+    if (items[0]) this.admit(items[0].kind, items[0].apiVersion)
     this.resourceVersion = numericVersion(resourceVersion)
     this.applied = this.resourceVersion
     this.oldest = this.resourceVersion
@@ -133,10 +132,6 @@ export class WatchCache implements ReflectorSink {
     const problem = kindProblem(this, kind, apiVersion)
     if (problem) throw new Error(`watch cache for ${this.options.storeKey.resource}: not taken: ${problem}`)
     this.kind ||= kind
-  }
-
-  private learnKind(object: CachedObject | undefined): void {
-    if (object) this.admit(object.kind, object.apiVersion)
   }
 
   replace(listed: CachedObject[], resourceVersion: string, format?: WireFormat, type?: { kind: string; apiVersion: string }): Promise<void> {
@@ -225,7 +220,7 @@ export class WatchCache implements ReflectorSink {
    * written. The reflector is held back only when many are in flight: then (only) a promise to wait for.
    */
   event(type: EventType, received: CachedObject): Promise<void> | undefined {
-    this.learnKind(received)
+    this.admit(received.kind, received.apiVersion)
     const object = this.vouched(received)
     const store = this.options.store
     const written =

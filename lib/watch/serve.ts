@@ -11,7 +11,7 @@ import type { ResponseFilter } from '../../filters/registry.ts'
 import { listStatesPresent, scopeOf } from '../cache/recorder.ts'
 import { listBody, paginate } from '../cache/offline.ts'
 import { contentTypeOf, wantedRepresentations } from '../api/negotiate.ts'
-import { failure } from '../api/status.ts'
+import { failure, tooLargeResourceVersion } from '../api/status.ts'
 import { sendStatus } from '../front/respond.ts'
 import type { WatchCache } from './cache.ts'
 import type { WatchCaches } from './registry.ts'
@@ -82,7 +82,7 @@ export async function serveFromCache(info: RequestInfo, req: IncomingMessage, re
   // a read of the past (Exact, or a legacy resourceVersion=N with limit) at another version than the cache's
   if (info.verb === 'list' && !listStatesPresent(info) && wanted !== cache.resourceVersion) return false
   if (wanted > cache.resourceVersion && !(await waitFor(() => cache.resourceVersion >= wanted, online ? 3_000 : 0, cache))) {
-    sendStatus(res, failure(504, `Timeout: Too large resource version: ${wanted}, current: ${cache.resourceVersion}`, 'Timeout', { causes: [{ reason: 'ResourceVersionTooLarge', message: 'Too large resource version' }], retryAfterSeconds: 1 }))
+    sendStatus(res, tooLargeResourceVersion(wanted, cache.resourceVersion))
     return true
   }
   if (info.verb === 'list') {
