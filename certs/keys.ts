@@ -42,6 +42,6 @@ export async function importSigningKey(pem: string): Promise<CryptoKey> {
  */
 export function randomSerialNumber(): string {
   const bytes = webcrypto.getRandomValues(new Uint8Array(16))
-  bytes[0] = (bytes[0] & 0x7f) || 0x01
+  bytes[0] = bytes[0] & 0x7f || 0x01
   return Buffer.from(bytes).toString('hex')
 }

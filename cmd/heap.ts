@@ -38,7 +38,10 @@ const settings: readonly Setting[] = [
 
 /** A flag's name as V8 compares it: '-' and '_' alike, without `--`, `no-` and a value. */
 function flagName(arg: string): string {
-  return arg.split('=')[0].replaceAll('_', '-').replace(/^--(no-)?/, '')
+  return arg
+    .split('=')[0]
+    .replaceAll('_', '-')
+    .replace(/^--(no-)?/, '')
 }
 
 /**

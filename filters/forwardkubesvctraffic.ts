@@ -104,4 +104,11 @@ function protobuf(raw: Buffer, kind: string, context: FilterContext): Buffer {
   return applyPatches(raw, top)
 }
 
-export const forwardKubeSvcTrafficFilter: ObjectFilter = { name, kinds, json, protobuf, drops: false, only: { namespace: kubeSliceNamespace, name: kubeSliceName } }
+export const forwardKubeSvcTrafficFilter: ObjectFilter = {
+  name,
+  kinds,
+  json,
+  protobuf,
+  drops: false,
+  only: { namespace: kubeSliceNamespace, name: kubeSliceName },
+}

@@ -45,8 +45,7 @@ export function commentKubeconfig(conf: string): string {
   return changed ? lines.join('\n') : conf
 }
 
-const isKubeProxy = (namespace: string, configMap: string): boolean =>
-  namespace === kubeProxyConfigMapNamespace && configMap === kubeProxyConfigMapName
+const isKubeProxy = (namespace: string, configMap: string): boolean => namespace === kubeProxyConfigMapNamespace && configMap === kubeProxyConfigMapName
 
 function json(object: unknown, kind: string): unknown {
   if (!isObject(object) || !isKindOf(object, kind, kinds)) return object
@@ -81,4 +80,11 @@ function protobuf(raw: Buffer, kind: string): Buffer {
   return applyPatches(raw, top)
 }
 
-export const inClusterConfigFilter: ObjectFilter = { name, kinds, json, protobuf, drops: false, only: { namespace: kubeProxyConfigMapNamespace, name: kubeProxyConfigMapName } }
+export const inClusterConfigFilter: ObjectFilter = {
+  name,
+  kinds,
+  json,
+  protobuf,
+  drops: false,
+  only: { namespace: kubeProxyConfigMapNamespace, name: kubeProxyConfigMapName },
+}

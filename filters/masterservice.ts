@@ -21,8 +21,7 @@ const name = 'masterservice'
 const kinds = [{ apiVersion: 'v1', kind: 'Service' }]
 
 /** Whether namespace/name is the apiserver's Service. */
-export const isMasterService = (namespace: string, service: string): boolean =>
-  namespace === masterServiceNamespace && service === masterServiceName
+export const isMasterService = (namespace: string, service: string): boolean => namespace === masterServiceNamespace && service === masterServiceName
 
 function json(object: unknown, kind: string, context: FilterContext): unknown {
   if (!isObject(object) || !isKindOf(object, kind, kinds)) return object
@@ -73,4 +72,11 @@ function portName(raw: Buffer, port: Span): string {
   return lastString(raw, inner(raw, port), 1)
 }
 
-export const masterServiceFilter: ObjectFilter = { name, kinds, json, protobuf, drops: false, only: { namespace: masterServiceNamespace, name: masterServiceName } }
+export const masterServiceFilter: ObjectFilter = {
+  name,
+  kinds,
+  json,
+  protobuf,
+  drops: false,
+  only: { namespace: masterServiceNamespace, name: masterServiceName },
+}

@@ -87,8 +87,7 @@ export function annotationOf(object: Json, key: string): string | undefined {
  */
 export function usableHub(filter: string, context: FilterContext): boolean {
   const hub = isObject(context.hub) ? context.hub : undefined
-  const ok =
-    hub !== undefined && typeof hub.host === 'string' && hub.host !== '' && Number.isInteger(hub.port) && hub.port >= 1 && hub.port <= 65535
+  const ok = hub !== undefined && typeof hub.host === 'string' && hub.host !== '' && Number.isInteger(hub.port) && hub.port >= 1 && hub.port <= 65535
   if (!ok) context.warn?.(filter, `hub address ${JSON.stringify(context.hub)} is not usable: objects left unchanged`)
   return ok
 }

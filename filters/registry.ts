@@ -69,12 +69,48 @@ const specs: Spec[] = [
       drops: false, // it takes endpoints out of an object, never the object
     }),
   },
-  { name: 'masterservice', components: ['kubelet'], resources: ['/services'], needsHub: true, step: r => objectStep(masterServiceFilter, () => r.filterContext()) },
-  { name: 'serviceenvupdater', components: ['kubelet'], resources: ['/pods'], needsHub: true, step: r => objectStep(serviceEnvUpdaterFilter, () => r.filterContext()) },
-  { name: 'forwardkubesvctraffic', components: ['kube-proxy'], resources: ['discovery.k8s.io/endpointslices'], needsHub: true, step: r => objectStep(forwardKubeSvcTrafficFilter, () => r.filterContext()) },
-  { name: 'discardcloudservice', components: ['kube-proxy'], resources: ['/services'], needsHub: false, step: r => objectStep(discardCloudServiceFilter, () => r.filterContext()) },
-  { name: 'nodeportisolation', components: ['kube-proxy'], resources: ['/services'], needsHub: false, step: r => objectStep(nodePortIsolationFilter, () => r.filterContext()) },
-  { name: 'inclusterconfig', components: ['kubelet'], resources: ['/configmaps'], needsHub: false, step: r => objectStep(inClusterConfigFilter, () => r.filterContext()) },
+  {
+    name: 'masterservice',
+    components: ['kubelet'],
+    resources: ['/services'],
+    needsHub: true,
+    step: r => objectStep(masterServiceFilter, () => r.filterContext()),
+  },
+  {
+    name: 'serviceenvupdater',
+    components: ['kubelet'],
+    resources: ['/pods'],
+    needsHub: true,
+    step: r => objectStep(serviceEnvUpdaterFilter, () => r.filterContext()),
+  },
+  {
+    name: 'forwardkubesvctraffic',
+    components: ['kube-proxy'],
+    resources: ['discovery.k8s.io/endpointslices'],
+    needsHub: true,
+    step: r => objectStep(forwardKubeSvcTrafficFilter, () => r.filterContext()),
+  },
+  {
+    name: 'discardcloudservice',
+    components: ['kube-proxy'],
+    resources: ['/services'],
+    needsHub: false,
+    step: r => objectStep(discardCloudServiceFilter, () => r.filterContext()),
+  },
+  {
+    name: 'nodeportisolation',
+    components: ['kube-proxy'],
+    resources: ['/services'],
+    needsHub: false,
+    step: r => objectStep(nodePortIsolationFilter, () => r.filterContext()),
+  },
+  {
+    name: 'inclusterconfig',
+    components: ['kubelet'],
+    resources: ['/configmaps'],
+    needsHub: false,
+    step: r => objectStep(inClusterConfigFilter, () => r.filterContext()),
+  },
 ]
 
 export const filterNames: readonly string[] = specs.map(s => s.name)
@@ -122,8 +158,21 @@ export class FilterRegistry {
   ) {
     for (const spec of specs) {
       const requested = config.enabled.includes(spec.name)
-      const off = !requested ? 'turned off (--filters / --disable-filters)' : spec.needsHub && !config.hub ? 'no address where pods reach the hub (--advertise-address, --secure-port)' : undefined
-      this.reports.set(spec.name, { name: spec.name, enabled: off === undefined, ...(off ? { off } : {}), components: [...(config.components[spec.name] ?? spec.components)], ran: 0, changed: 0, dropped: 0, failed: 0 })
+      const off = !requested
+        ? 'turned off (--filters / --disable-filters)'
+        : spec.needsHub && !config.hub
+          ? 'no address where pods reach the hub (--advertise-address, --secure-port)'
+          : undefined
+      this.reports.set(spec.name, {
+        name: spec.name,
+        enabled: off === undefined,
+        ...(off ? { off } : {}),
+        components: [...(config.components[spec.name] ?? spec.components)],
+        ran: 0,
+        changed: 0,
+        dropped: 0,
+        failed: 0,
+      })
       if (!off) this.steps.set(spec.name, spec.step(this))
       else if (requested) log.warn({ filter: spec.name }, `filter ${spec.name} is off: ${off}`)
     }
@@ -200,6 +249,10 @@ export class FilterRegistry {
 
   /** Every filter: on or off, for whom, and what it did last. */
   describe(): FilterReport[] {
-    return [...this.reports.values()].map(({ last, ...r }) => ({ ...r, components: [...r.components], ...(last ? { last: { what: last.what(), did: last.did, at: new Date(last.at).toISOString() } } : {}) }))
+    return [...this.reports.values()].map(({ last, ...r }) => ({
+      ...r,
+      components: [...r.components],
+      ...(last ? { last: { what: last.what(), did: last.did, at: new Date(last.at).toISOString() } } : {}),
+    }))
   }
 }

@@ -209,22 +209,32 @@ const serviceLabelMember = [serviceNameLabel]
  */
 function refMetadataAt(raw: Buffer, start: number): { name?: string; namespace?: string; labels?: Record<string, string | undefined> } {
   const meta: { name?: string; namespace?: string; labels?: Record<string, string | undefined> } = {}
-  eachMember(raw, refMembers, (which, at) => {
-    const end = skipValue(raw, at)
-    if (which === 0) meta.name = stringAt(raw, { start: at, end })
-    else if (which === 1) meta.namespace = stringAt(raw, { start: at, end })
-    else if (raw[at] !== 0x7b) meta.labels = undefined
-    else {
-      const labels: Record<string, string | undefined> = {}
-      eachMember(raw, serviceLabelMember, (_, valueAt) => {
-        const valueEnd = skipValue(raw, valueAt)
-        labels[serviceNameLabel] = stringAt(raw, { start: valueAt, end: valueEnd })
-        return valueEnd
-      }, at)
-      meta.labels = labels
-    }
-    return end
-  }, start)
+  eachMember(
+    raw,
+    refMembers,
+    (which, at) => {
+      const end = skipValue(raw, at)
+      if (which === 0) meta.name = stringAt(raw, { start: at, end })
+      else if (which === 1) meta.namespace = stringAt(raw, { start: at, end })
+      else if (raw[at] !== 0x7b) meta.labels = undefined
+      else {
+        const labels: Record<string, string | undefined> = {}
+        eachMember(
+          raw,
+          serviceLabelMember,
+          (_, valueAt) => {
+            const valueEnd = skipValue(raw, valueAt)
+            labels[serviceNameLabel] = stringAt(raw, { start: valueAt, end: valueEnd })
+            return valueEnd
+          },
+          at,
+        )
+        meta.labels = labels
+      }
+      return end
+    },
+    start,
+  )
   return meta
 }
 
@@ -272,12 +282,16 @@ export function filterSliceJsonBytes(raw: Buffer, input: ServiceTopologyInput, k
       // a Service without the annotation (metadata comes first, as the apiserver writes it): the endpoints need not be read
       unreadWith = metadata !== undefined && !annotated() ? metadata : undefined
       if (raw[at] !== 0x5b || unreadWith !== undefined) return -1
-      const arrayEnd = eachElement(raw, elementAt => {
-        const elementEnd = readPlace(raw, elementAt, places)
-        const stop = elementEnd === -1 ? skipValue(raw, elementAt) : elementEnd
-        bounds.push(elementAt, stop)
-        return stop
-      }, at)
+      const arrayEnd = eachElement(
+        raw,
+        elementAt => {
+          const elementEnd = readPlace(raw, elementAt, places)
+          const stop = elementEnd === -1 ? skipValue(raw, elementAt) : elementEnd
+          bounds.push(elementAt, stop)
+          return stop
+        },
+        at,
+      )
       endpoints = { start: at, end: arrayEnd }
       return arrayEnd
     }

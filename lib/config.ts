@@ -124,7 +124,9 @@ export function defaultNodeName(): string {
 export const hubUserAgent = 'outpost/v0.1.0'
 
 /** Where pods reach the hub's HTTPS port, or undefined: loopback and the unspecified address are no place a pod can reach. */
-export function hubAddressForPods(config: Pick<HubConfig, 'advertiseAddress' | 'secureBindAddress' | 'securePort'>): { host: string; port: number } | undefined {
+export function hubAddressForPods(
+  config: Pick<HubConfig, 'advertiseAddress' | 'secureBindAddress' | 'securePort'>,
+): { host: string; port: number } | undefined {
   if (config.securePort === null || config.securePort === 0) return undefined
   const host = config.advertiseAddress ?? config.secureBindAddress
   if (isLoopback(host) || host === '0.0.0.0' || host === '::') return undefined

@@ -109,7 +109,14 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
   }
 }
 
-async function startWithCache(config: HubConfig, options: StartOptions, log: Logger, store: CacheStore, disk: DiskCache | undefined, cacheOff: string | undefined): Promise<Hub> {
+async function startWithCache(
+  config: HubConfig,
+  options: StartOptions,
+  log: Logger,
+  store: CacheStore,
+  disk: DiskCache | undefined,
+  cacheOff: string | undefined,
+): Promise<Hub> {
   const { servers, credentials, source: nodeCredentials } = await resolveUpstream(config, log, options)
 
   // The health checker needs the upstream (to probe) and the upstream reports to the health checker.

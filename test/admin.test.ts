@@ -22,19 +22,40 @@ t.test('healthz, readyz, /debug/cache and /debug/topology against the demo clust
   await (await request(`${h.url}/apis/discovery.k8s.io/v1/endpointslices`, { headers: { 'user-agent': 'kube-proxy/v1.24.0' } })).body.dump()
   const cache = JSON.parse((await get(`${h.hub.adminUrl}/debug/cache`)).text)
   const pods = cache.collections.find((c: any) => c.component === 'kubelet' && c.resource === 'pods.v1.core')
-  t.match(pods, { objects: 3, listed: true, origin: 'cloud', scopes: ['namespace=default', 'namespace=default labelSelector=app=web'] }, 'kubelet’s pods, counted, with the scopes listed')
-  const podBytes = h.simulator.list('v1', 'Pod').filter((p: any) => p.metadata.namespace === 'default').reduce((sum: number, p: unknown) => sum + Buffer.byteLength(JSON.stringify(p)), 0)
+  t.match(
+    pods,
+    { objects: 3, listed: true, origin: 'cloud', scopes: ['namespace=default', 'namespace=default labelSelector=app=web'] },
+    'kubelet’s pods, counted, with the scopes listed',
+  )
+  const podBytes = h.simulator
+    .list('v1', 'Pod')
+    .filter((p: any) => p.metadata.namespace === 'default')
+    .reduce((sum: number, p: unknown) => sum + Buffer.byteLength(JSON.stringify(p)), 0)
   t.ok(pods.bytes > podBytes / 2 && pods.bytes < podBytes * 2, `bytes as stored (${pods.bytes}, the objects serialize to ${podBytes})`)
-  t.notOk(cache.collections.some((c: any) => c.component === 'outpost'), 'the hub keeps no copies of Nodes or Services of its own, only what the filter reads')
+  t.notOk(
+    cache.collections.some((c: any) => c.component === 'outpost'),
+    'the hub keeps no copies of Nodes or Services of its own, only what the filter reads',
+  )
 
   const topology = JSON.parse((await get(`${h.hub.adminUrl}/debug/topology`)).text)
-  t.match(topology, { node: 'kind-worker2', known: true, pool: 'shanghai', poolNodes: ['kind-worker2', 'kind-worker3'], reflected: { resourceVersion: /^[1-9]\d*$/ } })
+  t.match(topology, {
+    node: 'kind-worker2',
+    known: true,
+    pool: 'shanghai',
+    poolNodes: ['kind-worker2', 'kind-worker3'],
+    reflected: { resourceVersion: /^[1-9]\d*$/ },
+  })
   const endpointNodes: string[] = h.simulator
     .list('discovery.k8s.io/v1', 'EndpointSlice')
     .filter((s: any) => s.metadata.labels?.['kubernetes.io/service-name'] === 'svc-ud1')
     .flatMap((s: any) => s.endpoints.map((e: any) => e.nodeName))
   const report = topology.services['default/svc-ud1']
-  t.match(report, { annotation: 'openyurt.io/nodepool', endpoints: endpointNodes.length, applied: 'openyurt.io/nodepool', keys: [{ key: 'openyurt.io/nodepool' }] })
+  t.match(report, {
+    annotation: 'openyurt.io/nodepool',
+    endpoints: endpointNodes.length,
+    applied: 'openyurt.io/nodepool',
+    keys: [{ key: 'openyurt.io/nodepool' }],
+  })
   t.same(
     [...report.keys[0].keeps].sort(),
     endpointNodes.filter(n => n === 'kind-worker2' || n === 'kind-worker3').sort(),
@@ -57,10 +78,14 @@ t.test('metrics change with traffic', async t => {
   await (await request(`${h.url}/api/v1/namespaces/default/pods/nope`, { headers: proxy })).body.dump()
   const watch = await request(`${h.url}/apis/discovery.k8s.io/v1/endpointslices?watch=true&resourceVersion=0`, { headers: proxy })
 
-  const during = await eventually(async () => {
-    const text = await metrics()
-    return /outpost_open_watches\{component="kube-proxy",source="cache"\} 1/.test(text) && text
-  }, 10_000, 'the open watch counted')
+  const during = await eventually(
+    async () => {
+      const text = await metrics()
+      return /outpost_open_watches\{component="kube-proxy",source="cache"\} 1/.test(text) && text
+    },
+    10_000,
+    'the open watch counted',
+  )
   // slices are what kube-proxy watches all day: the shared watch cache answers them
   t.match(during, /outpost_requests_total\{component="kube-proxy",verb="list",resource="endpointslices.discovery.k8s.io",code="200",source="cache"\} 1/)
   t.match(during, /outpost_requests_total\{component="kube-proxy",verb="get",resource="pods",code="404",source="cloud"\} 1/)
@@ -75,10 +100,14 @@ t.test('metrics change with traffic', async t => {
   t.match(during, /outpost_cloud_online 1/)
 
   watch.body.destroy()
-  const after = await eventually(async () => {
-    const text = await metrics()
-    return /outpost_open_watches\{component="kube-proxy",source="cache"\} 0/.test(text) && text
-  }, 10_000, 'the watch no longer open')
+  const after = await eventually(
+    async () => {
+      const text = await metrics()
+      return /outpost_open_watches\{component="kube-proxy",source="cache"\} 0/.test(text) && text
+    },
+    10_000,
+    'the watch no longer open',
+  )
   t.match(after, /outpost_requests_total\{component="kube-proxy",verb="watch",resource="endpointslices.discovery.k8s.io",code="200",source="cache"\} 1/)
 })
 
@@ -115,7 +144,13 @@ t.test('cached objects for curl: filtered view, Secrets redacted, traversal refu
   for (const value of Object.values(realData) as string[]) t.notOk(secretText.includes(value), 'no Secret value in /debug output')
   t.match(JSON.parse(secretText).data, Object.fromEntries(Object.keys(realData).map(k => [k, /redacted/])))
 
-  for (const path of ['/kubelet/..%2F..%2Fetc/passwd', '/..%2F..%2F/secrets.v1.core', '/kubelet/secrets.v1.core/default/..', '/kubelet/secrets.v1.core/..%2Fkube-system/x', '/nobody/pods.v1.core']) {
+  for (const path of [
+    '/kubelet/..%2F..%2Fetc/passwd',
+    '/..%2F..%2F/secrets.v1.core',
+    '/kubelet/secrets.v1.core/default/..',
+    '/kubelet/secrets.v1.core/..%2Fkube-system/x',
+    '/nobody/pods.v1.core',
+  ]) {
     const res = await get(base + path)
     t.equal(res.status, 404, `${path}: 404`)
     t.equal(JSON.parse(res.text).kind, 'Status', `${path}: a Status`)

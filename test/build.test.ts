@@ -149,26 +149,52 @@ t.test('the Dockerfile runs what the build produces', async t => {
   t.ok(stages.length >= 2, 'multi-stage')
   if (!build) return
   t.match(build.from, /^node:22-/, 'built with Node.js 22')
-  t.ok(ops(build, 'RUN').some(r => /\bnpm ci\b/.test(r) && !/--omit=dev/.test(r)), 'the build stage installs with npm ci, dev dependencies included (tsc)')
+  t.ok(
+    ops(build, 'RUN').some(r => /\bnpm ci\b/.test(r) && !/--omit=dev/.test(r)),
+    'the build stage installs with npm ci, dev dependencies included (tsc)',
+  )
   // every folder tsconfig.build.json compiles is copied into the build stage
-  const copied = ops(build, 'COPY').flatMap(c => c.split(/\s+/).filter(w => !w.startsWith('--')).slice(0, -1))
+  const copied = ops(build, 'COPY').flatMap(c =>
+    c
+      .split(/\s+/)
+      .filter(w => !w.startsWith('--'))
+      .slice(0, -1),
+  )
   for (const dir of buildConfig.include) {
-    t.ok(copied.some(c => c === dir || c === `${dir}/` || c === `./${dir}` || c === '.'), `the build stage copies ${dir}/`)
+    t.ok(
+      copied.some(c => c === dir || c === `${dir}/` || c === `./${dir}` || c === '.'),
+      `the build stage copies ${dir}/`,
+    )
   }
   for (const file of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json']) {
     t.ok(copied.includes(file) || copied.includes('.') || copied.includes('./'), `the build stage copies ${file}`)
   }
-  t.ok(ops(build, 'RUN').some(r => new RegExp(`rm -rf ${outDir}/test\\b`).test(r)), 'the build leaves the simulator (dist/test) out of the image')
+  t.ok(
+    ops(build, 'RUN').some(r => new RegExp(`rm -rf ${outDir}/test\\b`).test(r)),
+    'the build leaves the simulator (dist/test) out of the image',
+  )
 
   // runtime stage: production dependencies, dist/, package.json (ESM), the entry point
   const runtimeCopies = ops(runtime, 'COPY')
-  t.ok(runtimeCopies.some(c => /--from=\S+/.test(c) && new RegExp(`/${outDir}\\s+\\S*${outDir}/?$`).test(c)), `the image gets ${outDir}/ from the build stage`)
-  t.ok(runtimeCopies.some(c => /node_modules/.test(c)), 'the image gets node_modules')
-  t.ok(runtimeCopies.some(c => /package\.json\s+\S+$/.test(c)), 'the image gets package.json ("type": "module")')
+  t.ok(
+    runtimeCopies.some(c => /--from=\S+/.test(c) && new RegExp(`/${outDir}\\s+\\S*${outDir}/?$`).test(c)),
+    `the image gets ${outDir}/ from the build stage`,
+  )
+  t.ok(
+    runtimeCopies.some(c => /node_modules/.test(c)),
+    'the image gets node_modules',
+  )
+  t.ok(
+    runtimeCopies.some(c => /package\.json\s+\S+$/.test(c)),
+    'the image gets package.json ("type": "module")',
+  )
   const depsStage = stages.find(s => ops(s, 'RUN').some(r => /\bnpm ci\b.*--omit=dev/.test(r)))
   t.ok(depsStage, 'production dependencies come from npm ci --omit=dev')
   if (depsStage && depsStage !== runtime) {
-    t.ok(runtimeCopies.some(c => c.includes(`--from=${depsStage.name}`) && /node_modules/.test(c)), `node_modules copied from the ${depsStage.name} stage`)
+    t.ok(
+      runtimeCopies.some(c => c.includes(`--from=${depsStage.name}`) && /node_modules/.test(c)),
+      `node_modules copied from the ${depsStage.name} stage`,
+    )
   }
 
   const [entrypoint] = ops(runtime, 'ENTRYPOINT')

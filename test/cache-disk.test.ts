@@ -79,15 +79,45 @@ t.test('round trip: json and protobuf, namespaced and cluster-scoped, fields, sc
   const objects: [ResourceKey, CachedObject][] = [
     [pods, jsonObject('default', 'web-1', '10', { fields: { 'spec.nodeName': 'kind-worker2' }, scopes: ['s1', 's2'], labels: { app: 'web' } })],
     [nodes, jsonObject('', 'kind-worker2', '11')],
-    [slices, { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', namespace: 'kube-system', name: 'kube-dns-abcde', resourceVersion: '12', format: 'protobuf', body: protobufBody }],
-    [{ ...nodes, resource: 'clusterroles', group: 'rbac.authorization.k8s.io' }, { ...jsonObject('', 'system:node-proxier', '13'), apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole' }],
-    [slices, { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', namespace: 'default', name: 'empty', resourceVersion: '14', format: 'protobuf', body: Buffer.alloc(0) }],
+    [
+      slices,
+      {
+        apiVersion: 'discovery.k8s.io/v1',
+        kind: 'EndpointSlice',
+        namespace: 'kube-system',
+        name: 'kube-dns-abcde',
+        resourceVersion: '12',
+        format: 'protobuf',
+        body: protobufBody,
+      },
+    ],
+    [
+      { ...nodes, resource: 'clusterroles', group: 'rbac.authorization.k8s.io' },
+      { ...jsonObject('', 'system:node-proxier', '13'), apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole' },
+    ],
+    [
+      slices,
+      {
+        apiVersion: 'discovery.k8s.io/v1',
+        kind: 'EndpointSlice',
+        namespace: 'default',
+        name: 'empty',
+        resourceVersion: '14',
+        format: 'protobuf',
+        body: Buffer.alloc(0),
+      },
+    ],
   ]
   await Promise.all(objects.map(([key, object]) => disk.put(key, object)))
   t.same(disk.stats.writes, objects.length)
   t.ok((await stat(journal(dir, pods))).isFile(), 'layout: component/resource.version.group/journal.<gen>')
   t.ok((await stat(journal(dir, slices))).isFile())
-  const meta = { listResourceVersion: '20', kind: 'PodList', apiVersion: 'v1', listed: [{ namespace: '', labelSelector: 'a=b', fieldSelector: '', resourceVersion: '20' }] }
+  const meta = {
+    listResourceVersion: '20',
+    kind: 'PodList',
+    apiVersion: 'v1',
+    listed: [{ namespace: '', labelSelector: 'a=b', fieldSelector: '', resourceVersion: '20' }],
+  }
   await disk.putCollectionMeta(pods, meta)
   t.same(await disk.readBody(pods, 'default', 'web-1'), objects[0][1].body, 'read back from the journal')
   await disk.close()
@@ -95,7 +125,10 @@ t.test('round trip: json and protobuf, namespaced and cluster-scoped, fields, sc
   const reopened = await openDisk(t, dir)
   const metas: unknown[] = []
   const entries: DiskEntry[] = []
-  const report = await reopened.load(e => entries.push(e), (key, m) => metas.push([key.resource, m]))
+  const report = await reopened.load(
+    e => entries.push(e),
+    (key, m) => metas.push([key.resource, m]),
+  )
   t.same(report, { loaded: objects.length, failed: [] })
   t.same(metas, [['pods', meta]], 'the scope list comes back, with the kind of the list')
   for (const [key, object] of objects) {
@@ -236,13 +269,20 @@ t.test('compaction: a journal grown past its live data becomes a snapshot; nothi
   const pad = 'x'.repeat(20_000)
   // 400 versions of 20 objects: 8 MB of journal, 400 KB live
   for (let round = 0; round < 20; round++) {
-    await Promise.all(Array.from({ length: 20 }, (_, i) => disk.put(pods, jsonObject('default', `p-${i}`, String(round * 100 + i), { body: Buffer.from(JSON.stringify({ round, i, pad })) }))))
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        disk.put(pods, jsonObject('default', `p-${i}`, String(round * 100 + i), { body: Buffer.from(JSON.stringify({ round, i, pad })) })),
+      ),
+    )
   }
   await eventually(() => disk.stats.compactions >= 1, 10_000, 'a compaction')
   await disk.put(pods, jsonObject('default', 'after', '9999'))
   await disk.flush()
   const files = await readdir(path.dirname(journal(dir, pods)))
-  t.ok(files.some(f => /^snapshot\.\d+$/.test(f)), `a snapshot (${files.join(', ')})`)
+  t.ok(
+    files.some(f => /^snapshot\.\d+$/.test(f)),
+    `a snapshot (${files.join(', ')})`,
+  )
   t.notOk(files.includes('journal.0'), 'the first journal is gone')
   t.same(JSON.parse((await disk.readBody(pods, 'default', 'p-3'))!.toString()).round, 19, 'bodies read from the snapshot')
   await disk.close()
@@ -269,13 +309,19 @@ t.test('compaction copies live records scattered over a snapshot and a journal, 
   await write(all, 0)
   // rewrite some (every 3rd, then every 5th) until a first compaction, then others until a second
   for (let round = 1; disk.stats.compactions < 1 && round < 40; round++) {
-    await write(all.filter(i => i % 3 === 0), round)
+    await write(
+      all.filter(i => i % 3 === 0),
+      round,
+    )
     await disk.flush()
     await new Promise(resolve => setTimeout(resolve, 20))
   }
   await eventually(() => disk.stats.compactions >= 1, 10_000, 'a first compaction')
   for (let round = 100; disk.stats.compactions < 2 && round < 140; round++) {
-    await write(all.filter(i => i % 5 === 0), round)
+    await write(
+      all.filter(i => i % 5 === 0),
+      round,
+    )
     await disk.flush()
     await new Promise(resolve => setTimeout(resolve, 20))
   }
@@ -392,7 +438,10 @@ t.test('a batch damaged inside (not torn): its whole records before the damage l
   const disk = await openDisk(t, dir)
   await disk.put(pods, jsonObject('default', 'before', '1'))
   await disk.putCollectionMeta(pods, { listResourceVersion: '1', listed: [{ ...everyPod, resourceVersion: '1' }] })
-  await disk.putAll(pods, ['a', 'b', 'c'].map(name => jsonObject('default', name, '2')))
+  await disk.putAll(
+    pods,
+    ['a', 'b', 'c'].map(name => jsonObject('default', name, '2')),
+  )
   await disk.put(pods, jsonObject('default', 'after', '3'))
   await disk.close()
   const bytes = await readFile(journal(dir, pods))
@@ -408,8 +457,14 @@ t.test('a damaged snapshot is not believed: no scope listed, though a later jour
   const dir = await tempDir(t)
   const disk = await openDisk(t, dir, { compactAfterBytes: 1 })
   const names = Array.from({ length: 100 }, (_, i) => `p-${String(i).padStart(3, '0')}`)
-  await disk.putAll(pods, names.map(name => jsonObject('default', name, '1')))
-  await disk.putAll(pods, names.map(name => jsonObject('default', name, '2')))
+  await disk.putAll(
+    pods,
+    names.map(name => jsonObject('default', name, '1')),
+  )
+  await disk.putAll(
+    pods,
+    names.map(name => jsonObject('default', name, '2')),
+  )
   await eventually(() => disk.stats.compactions >= 1, 10_000, 'a compaction into a snapshot')
   const listed = { listResourceVersion: '300', kind: 'Pod', apiVersion: 'v1', listed: [everyPod] }
   await disk.putCollectionMeta(pods, listed)
@@ -497,7 +552,11 @@ t.test('one limit: an object over it is refused whole, nothing of its batch writ
   await disk.close()
   const { objects, report } = await loadAll(t, dir)
   t.same(report.failed, [], 'what was written loads')
-  t.same([...objects.keys()].sort(), ['after-0', 'after-1', 'after-2', 'after-3', 'after-4', 'nearly'], 'the objects after the refused one, and none of its batch')
+  t.same(
+    [...objects.keys()].sort(),
+    ['after-0', 'after-1', 'after-2', 'after-3', 'after-4', 'nearly'],
+    'the objects after the refused one, and none of its batch',
+  )
   t.ok(objects.get('nearly')!.body.equals(nearly.body), 'the one just under the limit, byte for byte')
 })
 

@@ -15,8 +15,12 @@ import { capturingLogger } from './helpers/hub.ts'
 const kubelet = 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89'
 const limit = 64 * 1024
 
-const item = (name: string, rv: number, bytes: number) => ({ metadata: { name, namespace: 'app', resourceVersion: String(rv) }, data: { blob: 'x'.repeat(bytes) } })
-const listBody = (rv: number, items: unknown[]) => Buffer.from(JSON.stringify({ kind: 'ConfigMapList', apiVersion: 'v1', metadata: { resourceVersion: String(rv) }, items }))
+const item = (name: string, rv: number, bytes: number) => ({
+  metadata: { name, namespace: 'app', resourceVersion: String(rv) },
+  data: { blob: 'x'.repeat(bytes) },
+})
+const listBody = (rv: number, items: unknown[]) =>
+  Buffer.from(JSON.stringify({ kind: 'ConfigMapList', apiVersion: 'v1', metadata: { resourceVersion: String(rv) }, items }))
 const objectBody = (name: string, rv: number, bytes: number) => Buffer.from(JSON.stringify({ kind: 'ConfigMap', apiVersion: 'v1', ...item(name, rv, bytes) }))
 
 async function open(dir: string, logger = pino({ level: 'silent' })) {
@@ -41,17 +45,31 @@ t.test('an object over the limit is not cached; its list is kept without it and 
   const selection = (await store.list(key, scopeOf(list)))!
   t.notOk(selection.complete, 'the scope is not whole without it')
   t.match(store.find(key)!.whyIncomplete(scopeOf(list)), /app\/big \(\d+ bytes\) is too large to cache/, 'and says which object and why')
-  t.same(selection.items.map(o => o.name), ['a', 'b'], 'the rest of the list is kept')
+  t.same(
+    selection.items.map(o => o.name),
+    ['a', 'b'],
+    'the rest of the list is kept',
+  )
   t.equal(await store.get(key, 'app', 'big'), undefined, 'the older copy is not kept either: it is not what the apiserver says now')
   await recorder.recordObject(classify('GET', '/api/v1/namespaces/app/configmaps/big', kubelet), 'json', objectBody('big', 11, 2 * limit))
   t.equal(await store.get(key, 'app', 'big'), undefined, 'a get of it is not cached')
   t.equal(store.stats.tooLarge, 2, 'counted each time')
-  t.equal(text().split('\n').filter(line => line.includes('too large to cache; relayed, not kept')).length, 1, 'said once')
+  t.equal(
+    text()
+      .split('\n')
+      .filter(line => line.includes('too large to cache; relayed, not kept')).length,
+    1,
+    'said once',
+  )
   await store.close()
 
   const again = await open(dir)
   t.teardown(() => again.store.close())
   const after = (await again.store.list(key, scopeOf(list)))!
-  t.same(after.items.map(o => o.name), ['a', 'b'], 'after a restart: the rest')
+  t.same(
+    after.items.map(o => o.name),
+    ['a', 'b'],
+    'after a restart: the rest',
+  )
   t.notOk(after.complete, 'still not whole')
 })

@@ -14,7 +14,9 @@ const configmaps: ResourceKey = { component: 'kubelet', group: '', version: 'v1'
 const secrets: ResourceKey = { component: 'kubelet', group: '', version: 'v1', resource: 'secrets' }
 
 function object(kind: string, name: string, rv: number): CachedObject {
-  const body = Buffer.from(JSON.stringify({ kind, apiVersion: 'v1', metadata: { name, namespace: 'app', resourceVersion: String(rv) }, data: { pad: 'x'.repeat(500) } }))
+  const body = Buffer.from(
+    JSON.stringify({ kind, apiVersion: 'v1', metadata: { name, namespace: 'app', resourceVersion: String(rv) }, data: { pad: 'x'.repeat(500) } }),
+  )
   return { apiVersion: 'v1', kind, namespace: 'app', name, resourceVersion: String(rv), format: 'json', body, labels: {} }
 }
 
@@ -26,7 +28,12 @@ t.test('a collection answers once it is read; the others load meanwhile; writes 
   const dir = tempDir(t, 'outpost-load-')
   const first = await open(dir)
   await first.load()
-  await first.replaceScope(configmaps, all, { items: Array.from({ length: 5_000 }, (_, i) => object('ConfigMap', `cm-${i}`, 1_000 + i)), kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '9000' })
+  await first.replaceScope(configmaps, all, {
+    items: Array.from({ length: 5_000 }, (_, i) => object('ConfigMap', `cm-${i}`, 1_000 + i)),
+    kind: 'ConfigMap',
+    apiVersion: 'v1',
+    resourceVersion: '9000',
+  })
   await first.replaceScope(secrets, all, { items: [object('Secret', 's-1', 10)], kind: 'Secret', apiVersion: 'v1', resourceVersion: '9000' })
   await first.close()
 
@@ -50,5 +57,8 @@ t.test('a collection answers once it is read; the others load meanwhile; writes 
   const listed = (await again.list(configmaps, all))!
   t.equal(listed.items.length, 5_000, 'after a restart: nothing the early write could have cut')
   t.ok(listed.complete, 'and the scope still whole')
-  t.same((await again.list(secrets, all))!.items.map(o => `${o.name}@${o.resourceVersion}`), ['s-1@10', 's-2@9501'])
+  t.same(
+    (await again.list(secrets, all))!.items.map(o => `${o.name}@${o.resourceVersion}`),
+    ['s-1@10', 's-2@9501'],
+  )
 })

@@ -43,7 +43,9 @@ async function contents(dir: string): Promise<Record<string, string>> {
   for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
     const file = path.join(entry.parentPath, entry.name)
     const info = await stat(file)
-    seen[path.relative(dir, file)] = entry.isFile() ? `${(await readFile(file)).toString('base64')} ${info.mtimeMs}` : `${entry.isSocket() ? 'socket' : 'dir'} ${info.mtimeMs}`
+    seen[path.relative(dir, file)] = entry.isFile()
+      ? `${(await readFile(file)).toString('base64')} ${info.mtimeMs}`
+      : `${entry.isSocket() ? 'socket' : 'dir'} ${info.mtimeMs}`
   }
   return seen
 }
@@ -95,30 +97,36 @@ for (const [what, depth] of [
   })
 }
 
-t.test('another process holding the dir: a second one exits at once naming it, the first one’s files untouched; after a kill -9 of the holder the dir opens', async t => {
-  const dir = path.join(await scratch(t), 'cache')
-  const first = startHolder(t, dir)
-  const ready = await first.said
-  t.equal(ready, `ready ${first.child.pid}`)
-  const before = await contents(dir)
-  t.ok(Object.keys(before).some(f => f.endsWith('journal.0')), 'the holder wrote a journal')
+t.test(
+  'another process holding the dir: a second one exits at once naming it, the first one’s files untouched; after a kill -9 of the holder the dir opens',
+  async t => {
+    const dir = path.join(await scratch(t), 'cache')
+    const first = startHolder(t, dir)
+    const ready = await first.said
+    t.equal(ready, `ready ${first.child.pid}`)
+    const before = await contents(dir)
+    t.ok(
+      Object.keys(before).some(f => f.endsWith('journal.0')),
+      'the holder wrote a journal',
+    )
 
-  const second = startHolder(t, dir)
-  const [code] = await once(second.child, 'exit')
-  t.equal(code, 3, 'the second process gave up')
-  t.equal(await second.said, `locked ${first.child.pid}`, "naming the holder's pid")
-  const refused = await rejection(DiskCache.open(dir, log))
-  t.match(refused, { pid: first.child.pid }, 'so does an open in this process')
-  t.same(await contents(dir), before, 'the holder’s journal and everything else: same bytes, same times')
+    const second = startHolder(t, dir)
+    const [code] = await once(second.child, 'exit')
+    t.equal(code, 3, 'the second process gave up')
+    t.equal(await second.said, `locked ${first.child.pid}`, "naming the holder's pid")
+    const refused = await rejection(DiskCache.open(dir, log))
+    t.match(refused, { pid: first.child.pid }, 'so does an open in this process')
+    t.same(await contents(dir), before, 'the holder’s journal and everything else: same bytes, same times')
 
-  first.child.kill('SIGKILL')
-  await once(first.child, 'exit')
-  const next = await DiskCache.open(dir, log)
-  t.teardown(() => next.close())
-  const names: string[] = []
-  t.same((await next.load(e => names.push(e.object.name))).failed, [])
-  t.same(names, [`from-${first.child.pid}`], 'the killed holder’s lock did not block the next start, and its objects load')
-})
+    first.child.kill('SIGKILL')
+    await once(first.child, 'exit')
+    const next = await DiskCache.open(dir, log)
+    t.teardown(() => next.close())
+    const names: string[] = []
+    t.same((await next.load(e => names.push(e.object.name))).failed, [])
+    t.same(names, [`from-${first.child.pid}`], 'the killed holder’s lock did not block the next start, and its objects load')
+  },
+)
 
 t.test('a cache dir that cannot be created is refused with why', async t => {
   const base = await scratch(t)

@@ -25,7 +25,11 @@ async function cacheDir(t: { teardown(fn: () => unknown): void }): Promise<strin
   return dir
 }
 
-async function openStore(t: { teardown(fn: () => unknown): void }, dir: string, options: { maxBodyBytes?: number; retryMs?: number } = {}): Promise<{ store: CacheStore; disk: DiskCache; recorder: Recorder }> {
+async function openStore(
+  t: { teardown(fn: () => unknown): void },
+  dir: string,
+  options: { maxBodyBytes?: number; retryMs?: number } = {},
+): Promise<{ store: CacheStore; disk: DiskCache; recorder: Recorder }> {
   const disk = await DiskCache.open(dir, log)
   const store = new CacheStore(disk, log, options)
   t.teardown(() => store.close())
@@ -126,7 +130,12 @@ t.test('a relist of what the cache already holds writes nothing', async t => {
   await store.flush()
   const writes = disk.stats.writes
   const syncs = disk.stats.syncs
-  await store.replaceScope(key, byApp, { items: items.map(o => ({ ...o, body: Buffer.from(o.body) })), kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '200' })
+  await store.replaceScope(key, byApp, {
+    items: items.map(o => ({ ...o, body: Buffer.from(o.body) })),
+    kind: 'ConfigMap',
+    apiVersion: 'v1',
+    resourceVersion: '200',
+  })
   t.equal(disk.stats.writes - writes, 0, 'no object is written again (only the scope list, which carries the new list version)')
   await store.put(key, { ...items[0], body: Buffer.from(items[0].body) }, byApp)
   t.equal(disk.stats.writes - writes, 0, 'nor by a watch event that repeats it')
@@ -170,13 +179,19 @@ t.test("JSON objects are stored as the apiserver's bytes: integers past 2^53 sur
   const { store, recorder } = await openStore(t, await cacheDir(t))
   const big = '9007199254740993'
   const item = `{"metadata":{"name":"p","namespace":"default","resourceVersion":"7","labels":{"app":"a"}},"spec":{"activeDeadlineSeconds":${big},"x":"caf\\u00e9 \\"q\\" ]}"}}`
-  const list = Buffer.from(`{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"9"},"items":[${item}, {"metadata":{"name":"q","namespace":"default","resourceVersion":"8"}}]}`)
+  const list = Buffer.from(
+    `{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"9"},"items":[${item}, {"metadata":{"name":"q","namespace":"default","resourceVersion":"8"}}]}`,
+  )
   const info = classify('GET', '/api/v1/pods', kubeletUA)
   await recorder.recordListPage(info, 'json', list)
   const stored = (await store.list(resourceKeyOf(info), scopeOf(info)))!
   t.equal(stored.items[0].body.toString(), `{"kind":"Pod","apiVersion":"v1",${item.slice(1)}`, 'the item, byte for byte, with its kind in front')
   t.ok(stored.complete)
-  t.same(names((await store.list(resourceKeyOf(info), parseScope({ namespace: '', labelSelector: 'app=a', fieldSelector: '' })))!.items), ['p'], 'labels read from the bytes')
+  t.same(
+    names((await store.list(resourceKeyOf(info), parseScope({ namespace: '', labelSelector: 'app=a', fieldSelector: '' })))!.items),
+    ['p'],
+    'labels read from the bytes',
+  )
 
   const event = `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"default","resourceVersion":"10"},"spec":{"activeDeadlineSeconds":${big}}}`
   const watch = classify('GET', '/api/v1/pods?watch=true&resourceVersion=9', kubeletUA)

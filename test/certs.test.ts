@@ -51,7 +51,12 @@ t.test('a new cert dir gets a CA and a serving certificate that TLS clients acce
   t.match(served.key, /^-----BEGIN PRIVATE KEY-----\n/)
 
   t.equal(await modeOf(certDir), 0o700, 'cert dir 0700')
-  for (const [name, mode] of [['ca.key', 0o600], ['serving.key', 0o600], ['ca.crt', 0o644], ['serving.crt', 0o644]] as const) {
+  for (const [name, mode] of [
+    ['ca.key', 0o600],
+    ['serving.key', 0o600],
+    ['ca.crt', 0o644],
+    ['serving.crt', 0o644],
+  ] as const) {
     t.equal(await modeOf(path.join(certDir, name)), mode, `${name} ${mode.toString(8)}`)
   }
   t.equal(await readFile(path.join(certDir, 'serving.crt'), 'utf8'), served.cert)
@@ -107,7 +112,13 @@ t.test('kept while fresh, re-issued near expiry, on a missing SAN and over a cor
   t.not(late.key, first.key, 'with a new key')
   t.equal(late.ca, first.ca, 'by the same CA')
 
-  const wider = await ensureSelfSignedServing({ certDir, nodeName: 'edge-1', dnsNames: [...dnsNames, 'outpost.local'], ips, now: new Date(renewAt.getTime() + 2000) })
+  const wider = await ensureSelfSignedServing({
+    certDir,
+    nodeName: 'edge-1',
+    dnsNames: [...dnsNames, 'outpost.local'],
+    ips,
+    now: new Date(renewAt.getTime() + 2000),
+  })
   t.equal(wider.renewed, true, 'a requested DNS name it lacks: re-issued')
   t.match(wider.renewReason, /outpost\.local/)
   t.ok(wider.info.dnsNames.includes('outpost.local'))

@@ -38,7 +38,11 @@ async function get(hub: Hub, path: string): Promise<number> {
 
 t.test('client credentials replaced on disk are used by the next request while a watch stays open', async t => {
   const pki = await createTestPki()
-  const simulator = await ApiServerSimulator.start({ tls: { key: pki.server.key, cert: pki.server.cert, ca: pki.ca.cert, requestCert: true }, signerCa: pki.ca, autoApproveCsr: true })
+  const simulator = await ApiServerSimulator.start({
+    tls: { key: pki.server.key, cert: pki.server.cert, ca: pki.ca.cert, requestCert: true },
+    signerCa: pki.ca,
+    autoApproveCsr: true,
+  })
   const dir = tempDir(t, 'outpost-rotate-')
   const kubeconfig = await writeKubeconfig(dir, { server: simulator.url, ca: pki.ca.cert, cert: pki.client.cert, key: pki.client.key, inline: false })
   const hub = await startHub(hubConfig([], { kubeconfig }), { logger: quietLogger(), timing: fast })
@@ -57,11 +61,20 @@ t.test('client credentials replaced on disk are used by the next request while a
 
   // kubelet's rotation: a new key and certificate, written over the old files
   const { csr, key } = await createCertificateRequest({ commonName: 'system:node:rotated', organizations: ['system:nodes'] })
-  const cert = await requestCertificate((method, p, body) => hub.upstream.callJson(method, p, body), { csr, ...nodeClientCertificate, namePrefix: 'test-', pollIntervalMs: 50 })
+  const cert = await requestCertificate((method, p, body) => hub.upstream.callJson(method, p, body), {
+    csr,
+    ...nodeClientCertificate,
+    namePrefix: 'test-',
+    pollIntervalMs: 50,
+  })
   await writeFile(path.join(dir, 'pki', 'client.crt'), cert)
   await writeFile(path.join(dir, 'pki', 'client.key'), key)
 
-  await eventually(async () => (await get(hub, '/api/v1/namespaces')) === 200 && lastUser(simulator, '/api/v1/namespaces') === 'system:node:rotated', 10_000, 'the rotated certificate in use')
+  await eventually(
+    async () => (await get(hub, '/api/v1/namespaces')) === 200 && lastUser(simulator, '/api/v1/namespaces') === 'system:node:rotated',
+    10_000,
+    'the rotated certificate in use',
+  )
   t.pass('the next request goes with the new certificate')
 
   simulator.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'after-rotation', namespace: 'default' }, data: {} })
@@ -89,7 +102,11 @@ t.test('a rotation caught half-written keeps the credentials in use', async t =>
   // the hub has re-read the files and made up its mind (either way)
   const decided = /does not match its key|node credentials changed on disk/
   await eventually(() => decided.test(captured.text()), 10_000, 'the hub to re-read the half-written rotation')
-  t.match(captured.text(), /client certificate does not match its key \(a rotation half-written\?\); keeping the credentials in use/, 'the mismatch is noticed and logged')
+  t.match(
+    captured.text(),
+    /client certificate does not match its key \(a rotation half-written\?\); keeping the credentials in use/,
+    'the mismatch is noticed and logged',
+  )
   t.notMatch(captured.text(), /node credentials changed on disk/, 'and the pair is not taken')
   t.equal(await get(hub, '/api/v1/namespaces'), 200, 'requests still authenticate')
   t.equal(lastUser(simulator, '/api/v1/namespaces'), 'system:node:kind-worker2', 'with the certificate and key that match')
@@ -105,7 +122,12 @@ t.test('bootstrap: the client certificate comes by CSR, is stored 0600, used, an
     autoApproveCsr: true,
   })
   t.teardown(() => simulator.close())
-  const bootstrapKubeconfig = await writeKubeconfig(tempDir(t, 'outpost-bootstrap-'), { server: simulator.url, ca: pki.ca.cert, token: bootstrapToken, inline: true })
+  const bootstrapKubeconfig = await writeKubeconfig(tempDir(t, 'outpost-bootstrap-'), {
+    server: simulator.url,
+    ca: pki.ca.cert,
+    token: bootstrapToken,
+    inline: true,
+  })
   const certDir = path.join(tempDir(t, 'outpost-certs-'), 'pki')
   const config = hubConfig([], { bootstrapKubeconfig, certDir })
 
@@ -116,7 +138,10 @@ t.test('bootstrap: the client certificate comes by CSR, is stored 0600, used, an
   t.match(csrs[0].spec, { signerName: 'kubernetes.io/kube-apiserver-client-kubelet', username: 'token:abcdef' }, 'made with the bootstrap token')
   t.equal(await get(hub, '/api/v1/pods'), 200)
   t.equal(lastUser(simulator, '/api/v1/pods'), 'system:node:kind-worker2', 'requests go as the node, with the issued certificate')
-  t.notOk(simulator.requests.filter(r => r.url.startsWith('/api/v1/pods')).some(r => r.headers.authorization), 'the bootstrap token is not used past the CSR')
+  t.notOk(
+    simulator.requests.filter(r => r.url.startsWith('/api/v1/pods')).some(r => r.headers.authorization),
+    'the bootstrap token is not used past the CSR',
+  )
   const file = path.join(certDir, clientCertificateFile)
   t.equal(await mode(certDir), 0o700, 'cert dir 0700')
   t.equal(await mode(file), 0o600, 'certificate and key 0600')
@@ -127,7 +152,10 @@ t.test('bootstrap: the client certificate comes by CSR, is stored 0600, used, an
   t.match(logged, /node client certificate issued/, 'the bootstrap is logged')
   t.notOk(logged.includes(bootstrapToken) || logged.includes(bootstrapToken.split('.')[1]), 'but never the bootstrap token')
   const pemLines = stored.split('\n').filter(l => l.length > 40 && !l.startsWith('-----'))
-  t.notOk(pemLines.some(l => logged.includes(l)), 'nor the certificate or its key')
+  t.notOk(
+    pemLines.some(l => logged.includes(l)),
+    'nor the certificate or its key',
+  )
 
   const again = await startHub({ ...config, cacheDir: tempDir(t, 'outpost-cache-') }, { logger: quietLogger(), timing: fast })
   t.teardown(() => again.close())
@@ -149,10 +177,14 @@ t.test('serving certificate by CSR: readyz says what it waits for; once approved
     const res = await request(`${hub.adminUrl}/v1/readyz`)
     return { status: res.statusCode, text: await res.body.text() }
   }
-  const waiting = await eventually(async () => {
-    const r = await readyz()
-    return r.status === 503 && /CSR/.test(r.text) ? r.text : ''
-  }, 10_000, 'readyz naming the CSR')
+  const waiting = await eventually(
+    async () => {
+      const r = await readyz()
+      return r.status === 503 && /CSR/.test(r.text) ? r.text : ''
+    },
+    10_000,
+    'readyz naming the CSR',
+  )
   t.match(waiting, /kubelet-serving/)
 
   const csr = await eventually(() => simulator.list('certificates.k8s.io/v1', 'CertificateSigningRequest')[0], 10_000, 'the CSR')
@@ -174,7 +206,10 @@ t.test('serving certificate by CSR: readyz says what it waits for; once approved
   const asked = new x509.Pkcs10CertificateRequest(Buffer.from(csr.spec.request, 'base64').toString())
   const askedSans = asked.extensions.find(e => e.type === '2.5.29.17')
   t.ok(askedSans, 'the CSR asks for names')
-  t.notOk(sanText(new x509.SubjectAlternativeNameExtension(askedSans!.rawData).names).some(name => name.startsWith('kubernetes')), 'nor does the CSR ask for them')
+  t.notOk(
+    sanText(new x509.SubjectAlternativeNameExtension(askedSans!.rawData).names).some(name => name.startsWith('kubernetes')),
+    'nor does the CSR ask for them',
+  )
   t.equal((await readyz()).status, 200, 'ready once it serves')
   t.equal(await mode(path.join(certDir, servingCertificateFile)), 0o600)
 })
@@ -188,7 +223,12 @@ t.test('bootstrap: a stored client certificate past 80 % of its life is renewed 
     autoApproveCsr: true,
   })
   t.teardown(() => simulator.close())
-  const bootstrapKubeconfig = await writeKubeconfig(tempDir(t, 'outpost-bootstrap-'), { server: simulator.url, ca: pki.ca.cert, token: 'abcdef.0123456789abcdef', inline: true })
+  const bootstrapKubeconfig = await writeKubeconfig(tempDir(t, 'outpost-bootstrap-'), {
+    server: simulator.url,
+    ca: pki.ca.cert,
+    token: 'abcdef.0123456789abcdef',
+    inline: true,
+  })
   const certDir = tempDir(t, 'outpost-certs-')
   // nine days into a ten-day certificate: still valid, due for renewal
   const keys = await generateKeyPair()
@@ -208,10 +248,14 @@ t.test('bootstrap: a stored client certificate past 80 % of its life is renewed 
   t.teardown(() => hub.close())
   const csr = await eventually(() => simulator.list('certificates.k8s.io/v1', 'CertificateSigningRequest')[0], 10_000, 'a renewal CSR')
   t.equal(csr.spec.username, 'system:node:kind-worker2', 'asked for as the node, with the certificate being renewed')
-  const renewed = await eventually(async () => {
-    const pem = await readFile(file, 'utf8')
-    return pem.startsWith(old) ? '' : pem
-  }, 10_000, 'the new certificate stored')
+  const renewed = await eventually(
+    async () => {
+      const pem = await readFile(file, 'utf8')
+      return pem.startsWith(old) ? '' : pem
+    },
+    10_000,
+    'the new certificate stored',
+  )
   // (the test CA lives a day, which caps the new certificate's end; its start shows it is new)
   t.ok(certificateInfo(renewed).notBefore.getTime() > Date.now() - day, 'a certificate issued now')
   t.equal(await get(hub, '/api/v1/pods'), 200, 'requests go on with the new certificate')

@@ -18,7 +18,11 @@ async function sim(t: { teardown(fn: () => unknown): void }, options: SimulatorO
 }
 
 /** An ApiCaller over undici: JSON in and out, TLS material and a bearer token when given. */
-function caller(t: { teardown(fn: () => unknown): void }, baseUrl: string, creds: { ca?: string; cert?: string; key?: string; token?: string } = {}): ApiCaller {
+function caller(
+  t: { teardown(fn: () => unknown): void },
+  baseUrl: string,
+  creds: { ca?: string; cert?: string; key?: string; token?: string } = {},
+): ApiCaller {
   const dispatcher = new Agent({ connect: { ca: creds.ca, cert: creds.cert, key: creds.key } })
   t.teardown(() => dispatcher.close())
   return async (method, path, body) => {
@@ -49,7 +53,13 @@ const nodeRequest = () => createCertificateRequest({ commonName: 'system:node:ed
 t.test('auto-approved: the certificate has the asked subject and chains to the simulator signer', async t => {
   const s = await sim(t, { autoApproveCsr: true })
   const { csr, key } = await nodeRequest()
-  const pem = await requestCertificate(caller(t, s.url), { csr, ...nodeClientCertificate, namePrefix: 'node-csr-', expirationSeconds: 3600, pollIntervalMs: 10 })
+  const pem = await requestCertificate(caller(t, s.url), {
+    csr,
+    ...nodeClientCertificate,
+    namePrefix: 'node-csr-',
+    expirationSeconds: 3600,
+    pollIntervalMs: 10,
+  })
 
   const info = certificateInfo(pem)
   t.equal(info.subject, 'O=system:nodes, CN=system:node:edge-1')
@@ -65,7 +75,13 @@ t.test('auto-approved: the certificate has the asked subject and chains to the s
   const [stored] = s.list('certificates.k8s.io/v1', 'CertificateSigningRequest')
   t.match(stored, {
     metadata: { name: /^node-csr-[a-z0-9]{5}$/ },
-    spec: { signerName: nodeClientCertificate.signerName, usages: ['digital signature', 'client auth'], username: 'system:anonymous', groups: ['system:unauthenticated'], expirationSeconds: 3600 },
+    spec: {
+      signerName: nodeClientCertificate.signerName,
+      usages: ['digital signature', 'client auth'],
+      username: 'system:anonymous',
+      groups: ['system:unauthenticated'],
+      expirationSeconds: 3600,
+    },
     status: { conditions: [{ type: 'Approved', status: 'True', reason: 'AutoApproved' }] },
   })
 })
@@ -86,7 +102,9 @@ t.test('without auto-approval the flow waits for approveCsr; watchers see ADDED,
   t.teardown(() => events.close())
   const { csr } = await nodeRequest()
   let settled = false
-  const flow = requestCertificate(caller(t, s.url), { csr, ...nodeClientCertificate, namePrefix: 'node-csr-', pollIntervalMs: 10 }).finally(() => (settled = true))
+  const flow = requestCertificate(caller(t, s.url), { csr, ...nodeClientCertificate, namePrefix: 'node-csr-', pollIntervalMs: 10 }).finally(
+    () => (settled = true),
+  )
   const pending = await firstCsr(s)
   const name = pending.metadata.name
   const polls = () => s.requests.filter(r => r.method === 'GET' && r.url === `${csrPath}/${name}`).length
@@ -125,7 +143,10 @@ t.test('denyCsr makes the flow throw with the message; Approved and Denied exclu
 t.test('the approval subresource over HTTP, as kubectl certificate approve uses it', async t => {
   const s = await sim(t)
   const discovery = await simRequest(`${s.url}/apis/certificates.k8s.io/v1`)
-  t.same(discovery.json.resources.map((r: any) => r.name), ['certificatesigningrequests', 'certificatesigningrequests/approval', 'certificatesigningrequests/status'])
+  t.same(
+    discovery.json.resources.map((r: any) => r.name),
+    ['certificatesigningrequests', 'certificatesigningrequests/approval', 'certificatesigningrequests/status'],
+  )
   t.match(discovery.json.resources[0], { kind: 'CertificateSigningRequest', namespaced: false, shortNames: ['csr'] })
 
   const { csr } = await nodeRequest()
@@ -133,7 +154,10 @@ t.test('the approval subresource over HTTP, as kubectl certificate approve uses 
   const flow = requestCertificate(api, { csr, ...nodeClientCertificate, namePrefix: 'node-csr-', pollIntervalMs: 10 })
   const pending = await firstCsr(s)
   const conditions = [{ type: 'Approved', status: 'True', reason: 'KubectlApprove', message: 'This CSR was approved by kubectl certificate approve.' }]
-  const put = await simRequest(`${s.url}${csrPath}/${pending.metadata.name}/approval`, { method: 'PUT', body: { ...pending, spec: { ...pending.spec, usages: ['client auth'] }, status: { conditions } } })
+  const put = await simRequest(`${s.url}${csrPath}/${pending.metadata.name}/approval`, {
+    method: 'PUT',
+    body: { ...pending, spec: { ...pending.spec, usages: ['client auth'] }, status: { conditions } },
+  })
   t.equal(put.status, 200)
   t.match(put.json.status.conditions, conditions)
   t.same(put.json.spec.usages, pending.spec.usages, 'the approval changes only the conditions')
@@ -144,11 +168,16 @@ t.test('malformed requests are 422 Invalid; requests the signer refuses end Fail
   const s = await sim(t, { autoApproveCsr: true })
   const api = caller(t, s.url)
   const { csr } = await nodeRequest()
-  const post = (spec: Record<string, unknown>) => api('POST', csrPath, { apiVersion: 'certificates.k8s.io/v1', kind: 'CertificateSigningRequest', metadata: { name: 'x' }, spec })
+  const post = (spec: Record<string, unknown>) =>
+    api('POST', csrPath, { apiVersion: 'certificates.k8s.io/v1', kind: 'CertificateSigningRequest', metadata: { name: 'x' }, spec })
   const good = { request: Buffer.from(csr).toString('base64'), signerName: nodeClientCertificate.signerName, usages: ['client auth'] }
   const cases: [Record<string, unknown>, string, RegExp][] = [
     [{ ...good, request: Buffer.from('garbage').toString('base64') }, 'spec.request', /PEM block type must be CERTIFICATE REQUEST/],
-    [{ ...good, request: Buffer.from('-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n').toString('base64') }, 'spec.request', /Invalid value/],
+    [
+      { ...good, request: Buffer.from('-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n').toString('base64') },
+      'spec.request',
+      /Invalid value/,
+    ],
     [{ ...good, signerName: undefined }, 'spec.signerName', /Required value/],
     [{ ...good, signerName: 'no-domain' }, 'spec.signerName', /fully qualified/],
     [{ ...good, usages: [] }, 'spec.usages', /usages must be provided/],
@@ -158,10 +187,18 @@ t.test('malformed requests are 422 Invalid; requests the signer refuses end Fail
   for (const [spec, field, message] of cases) {
     const answer = await post(spec)
     t.equal(answer.statusCode, 422, field)
-    t.match(answer.body, { kind: 'Status', reason: 'Invalid', message: `CertificateSigningRequest.certificates.k8s.io "x" is invalid: ${field}: `, details: { causes: [{ field }] } })
+    t.match(answer.body, {
+      kind: 'Status',
+      reason: 'Invalid',
+      message: `CertificateSigningRequest.certificates.k8s.io "x" is invalid: ${field}: `,
+      details: { causes: [{ field }] },
+    })
     t.match(answer.body.message, message)
   }
-  await t.rejects(requestCertificate(api, { csr: 'garbage', ...nodeClientCertificate, namePrefix: 'bad-' }), /the apiserver answered 422: .*PEM block type must be CERTIFICATE REQUEST/)
+  await t.rejects(
+    requestCertificate(api, { csr: 'garbage', ...nodeClientCertificate, namePrefix: 'bad-' }),
+    /the apiserver answered 422: .*PEM block type must be CERTIFICATE REQUEST/,
+  )
 
   const notANode = await createCertificateRequest({ commonName: 'system:node:edge-1', organizations: ['developers'] })
   await t.rejects(
@@ -169,7 +206,10 @@ t.test('malformed requests are 422 Invalid; requests the signer refuses end Fail
     /failed: SignerValidationFailure: subject organization is not system:nodes/,
   )
   const noSans = await nodeRequest()
-  await t.rejects(requestCertificate(api, { csr: noSans.csr, ...nodeServingCertificate, namePrefix: 'serving-', pollIntervalMs: 10 }), /DNS or IP subjectAltName is required/)
+  await t.rejects(
+    requestCertificate(api, { csr: noSans.csr, ...nodeServingCertificate, namePrefix: 'serving-', pollIntervalMs: 10 }),
+    /DNS or IP subjectAltName is required/,
+  )
 })
 
 t.test('over TLS: a bootstrap token creates the CSR, the issued client certificate then authenticates as the node', async t => {
@@ -182,7 +222,12 @@ t.test('over TLS: a bootstrap token creates the CSR, the issued client certifica
   })
   t.equal(s.signerCa, pki.ca)
   const { csr, key } = await nodeRequest()
-  const cert = await requestCertificate(caller(t, s.url, { ca: pki.ca.cert, token: 'bootstrap-abcdef' }), { csr, ...nodeClientCertificate, namePrefix: 'node-csr-', pollIntervalMs: 10 })
+  const cert = await requestCertificate(caller(t, s.url, { ca: pki.ca.cert, token: 'bootstrap-abcdef' }), {
+    csr,
+    ...nodeClientCertificate,
+    namePrefix: 'node-csr-',
+    pollIntervalMs: 10,
+  })
   const [stored] = s.list('certificates.k8s.io/v1', 'CertificateSigningRequest')
   t.match(stored.spec, { username: 'token:bootst', groups: ['system:authenticated'] }, 'spec.username is the authenticated requester')
 
@@ -248,10 +293,20 @@ t.test('requestCertificate against a scripted caller: 5xx and network errors are
   t.equal(await requestCertificate(scripted, { csr: 'CSR', signerName: 'example.com/s', usages: ['client auth'], namePrefix: 'p-', pollIntervalMs: 1 }), 'PEM')
   t.same(calls, [`POST ${csrPath}`, ...Array(3).fill(`GET ${csrPath}/c1`)])
 
-  const forbidden: ApiCaller = async () => ({ statusCode: 403, body: { kind: 'Status', message: 'certificatesigningrequests is forbidden: User "x" cannot create' } })
-  await t.rejects(requestCertificate(forbidden, { csr: 'CSR', signerName: 'example.com/s', usages: [], namePrefix: 'p-' }), /creating a CertificateSigningRequest: the apiserver answered 403: certificatesigningrequests is forbidden/)
+  const forbidden: ApiCaller = async () => ({
+    statusCode: 403,
+    body: { kind: 'Status', message: 'certificatesigningrequests is forbidden: User "x" cannot create' },
+  })
+  await t.rejects(
+    requestCertificate(forbidden, { csr: 'CSR', signerName: 'example.com/s', usages: [], namePrefix: 'p-' }),
+    /creating a CertificateSigningRequest: the apiserver answered 403: certificatesigningrequests is forbidden/,
+  )
   let gets = 0
-  const gone: ApiCaller = async method => (method === 'POST' ? { statusCode: 201, body: { metadata: { name: 'c2' } } } : (gets++, { statusCode: 404, body: { message: 'not found' } }))
-  await t.rejects(requestCertificate(gone, { csr: 'CSR', signerName: 'example.com/s', usages: [], namePrefix: 'p-', pollIntervalMs: 1 }), /reading CertificateSigningRequest c2: the apiserver answered 404/)
+  const gone: ApiCaller = async method =>
+    method === 'POST' ? { statusCode: 201, body: { metadata: { name: 'c2' } } } : (gets++, { statusCode: 404, body: { message: 'not found' } })
+  await t.rejects(
+    requestCertificate(gone, { csr: 'CSR', signerName: 'example.com/s', usages: [], namePrefix: 'p-', pollIntervalMs: 1 }),
+    /reading CertificateSigningRequest c2: the apiserver answered 404/,
+  )
   t.equal(gets, 1)
 })

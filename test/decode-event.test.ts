@@ -16,7 +16,14 @@ const recordedFrames = (name: string): Buffer[] =>
 function expected(frame: Buffer) {
   const event = JSON.parse(frame.toString())
   const meta = event.object?.metadata ?? {}
-  return { type: event.type, name: meta.name, namespace: meta.namespace ?? '', resourceVersion: meta.resourceVersion ?? '', kind: event.object?.kind, body: JSON.stringify(event.object) }
+  return {
+    type: event.type,
+    name: meta.name,
+    namespace: meta.namespace ?? '',
+    resourceVersion: meta.resourceVersion ?? '',
+    kind: event.object?.kind,
+    body: JSON.stringify(event.object),
+  }
 }
 
 t.test('the recorded watch frames decode as JSON.parse reads them', async t => {
@@ -62,7 +69,11 @@ t.test('shapes no apiserver writes are read as JSON.parse would', async t => {
 })
 
 t.test('a broken frame throws a scan error, not a wrong object', async t => {
-  for (const text of ['{"type":"MODIFIED","object":{"metadata":{"name":"a"}', '{"type":"MODIFIED","object":[1]}', '{"type":"MODIFIED","object":{"metadata":{"name":"a"}}']) {
+  for (const text of [
+    '{"type":"MODIFIED","object":{"metadata":{"name":"a"}',
+    '{"type":"MODIFIED","object":[1]}',
+    '{"type":"MODIFIED","object":{"metadata":{"name":"a"}}',
+  ]) {
     t.throws(() => decodeEvent('json', Buffer.from(text)), JsonScanError, text)
   }
 })

@@ -30,7 +30,20 @@ async function startDemo(t: Test): Promise<{ child: ChildProcess; port: number; 
   const certDir = tempDir(t, 'outpost-demo-pki-')
   const port = await freePort()
   const adminPort = await freePort()
-  const args = ['--port', String(port), '--admin-port', String(adminPort), '--secure-port', String(await freePort()), '--log-level', 'warn', '--cache-dir', cacheDir, '--cert-dir', certDir]
+  const args = [
+    '--port',
+    String(port),
+    '--admin-port',
+    String(adminPort),
+    '--secure-port',
+    String(await freePort()),
+    '--log-level',
+    'warn',
+    '--cache-dir',
+    cacheDir,
+    '--cert-dir',
+    certDir,
+  ]
   const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args])
   const exited = once(child, 'exit')
   t.teardown(async () => {
@@ -65,20 +78,22 @@ t.test('bad flags and values: one line on stderr, exit 2', async t => {
 t.test('the demo serves, and its printed commands work as printed', async t => {
   const { child, output } = await startDemo(t)
 
-  const commands = output().split('\n').map(l => l.trim()).filter(l => l.startsWith('curl ') || l.startsWith('kubectl '))
+  const commands = output()
+    .split('\n')
+    .map(l => l.trim())
+    .filter(l => l.startsWith('curl ') || l.startsWith('kubectl '))
   t.equal(commands.length, 4, 'four commands printed')
   const httpsLine = commands.find(c => c.includes('https://'))!
-  const viaHttps = await new Promise<string>((resolve, reject) =>
-    execFile('sh', ['-c', httpsLine], (error, out) => (error ? reject(error) : resolve(out))),
-  )
+  const viaHttps = await new Promise<string>((resolve, reject) => execFile('sh', ['-c', httpsLine], (error, out) => (error ? reject(error) : resolve(out))))
   t.equal(JSON.parse(viaHttps).kind, 'NamespaceList', 'the HTTPS port, verified with the generated CA, with a token')
   const curlLine = commands.find(c => c.startsWith('curl '))!
-  const curl = await new Promise<string>((resolve, reject) =>
-    execFile('sh', ['-c', curlLine], (error, out) => (error ? reject(error) : resolve(out))),
-  )
+  const curl = await new Promise<string>((resolve, reject) => execFile('sh', ['-c', curlLine], (error, out) => (error ? reject(error) : resolve(out))))
   const slices = JSON.parse(curl)
   t.equal(slices.kind, 'EndpointSliceList')
-  t.ok(slices.items.some((s: any) => s.metadata.name === 'svc-ud1-abcde'), 'the demo cluster is loaded')
+  t.ok(
+    slices.items.some((s: any) => s.metadata.name === 'svc-ud1-abcde'),
+    'the demo cluster is loaded',
+  )
 
   const getLine = commands.find(c => c.startsWith('kubectl ') && !c.endsWith('-w'))!
   const [, , server, ...args] = getLine.split(/\s+/)
@@ -161,7 +176,10 @@ const readmeChecks: { what: string; matches(command: string): boolean; exitCode?
       const pods = JSON.parse(ran.stdout.slice(split + 4))
       t.equal(pods.kind, 'PodList')
       t.same(pods.items.map((p: any) => p.metadata.name).sort(), ['nginx-shanghai-9jvjb', 'united-deployment1-shanghai-hr6xt'], "this node's pods")
-      t.ok(pods.items.every((p: any) => p.spec.nodeName === 'kind-worker2'), 'and only those')
+      t.ok(
+        pods.items.every((p: any) => p.spec.nodeName === 'kind-worker2'),
+        'and only those',
+      )
     },
   },
   {
@@ -170,8 +188,14 @@ const readmeChecks: { what: string; matches(command: string): boolean; exitCode?
     // curl --max-time ends the watch (exit 28): it was still open
     exitCode: 28,
     check(t, ran) {
-      const events = ran.stdout.trim().split('\n').map(line => JSON.parse(line))
-      t.ok(events.every(e => e.type === 'ADDED' || e.type === 'BOOKMARK'), 'whole events: the state as ADDED (and BOOKMARKs)')
+      const events = ran.stdout
+        .trim()
+        .split('\n')
+        .map(line => JSON.parse(line))
+      t.ok(
+        events.every(e => e.type === 'ADDED' || e.type === 'BOOKMARK'),
+        'whole events: the state as ADDED (and BOOKMARKs)',
+      )
       const added = events.filter(e => e.type === 'ADDED').map(e => e.object)
       t.same(addresses(named(added, 'svc-ud1-abcde')), ud1All, 'svc-ud1-abcde among them')
     },
@@ -184,9 +208,17 @@ const readmeChecks: { what: string; matches(command: string): boolean; exitCode?
       t.equal(cache.cloud, 'online')
       const collection = (component: string, resource: string) => cache.collections?.find((c: any) => c.component === component && c.resource === resource)
       // what node components list and watch all day is kept once, in the shared watch caches' collection
-      t.match(collection('shared-json', 'endpointslices.v1.discovery.k8s.io'), { listed: true, scopes: ['all'], origin: 'cloud' }, "kube-proxy's slices, listed whole")
+      t.match(
+        collection('shared-json', 'endpointslices.v1.discovery.k8s.io'),
+        { listed: true, scopes: ['all'], origin: 'cloud' },
+        "kube-proxy's slices, listed whole",
+      )
       t.ok(collection('shared-json', 'endpointslices.v1.discovery.k8s.io')?.objects >= 4, 'with their objects')
-      t.match(collection('shared-json', 'pods.v1.core'), { objects: 2, scopes: ['fieldSelector=spec.nodeName=kind-worker2'] }, "kubelet's pods, in kubelet's scope")
+      t.match(
+        collection('shared-json', 'pods.v1.core'),
+        { objects: 2, scopes: ['fieldSelector=spec.nodeName=kind-worker2'] },
+        "kubelet's pods, in kubelet's scope",
+      )
       const slices = cache.watchCaches?.find((w: any) => w.resource === 'endpointslices.discovery.k8s.io' && w.scope === 'all')
       t.ok(slices?.synced && slices.components.includes('kube-proxy'), 'one watch cache for the slices, serving kube-proxy (and curl)')
     },
@@ -227,7 +259,10 @@ const readmeChecks: { what: string; matches(command: string): boolean; exitCode?
       t.same(topology.services['default/svc-host']?.keys, [{ key: 'kubernetes.io/hostname', keeps: ['kind-worker2'] }], 'svc-host keeps this node')
       const ud1 = topology.services['default/svc-ud1']?.keys?.[0]
       t.equal(ud1?.key, 'openyurt.io/nodepool')
-      t.ok(ud1?.keeps.length > 0 && ud1.keeps.every((n: string) => n === 'kind-worker2' || n === 'kind-worker3'), `svc-ud1 keeps the pool's endpoints: ${ud1?.keeps}`)
+      t.ok(
+        ud1?.keeps.length > 0 && ud1.keeps.every((n: string) => n === 'kind-worker2' || n === 'kind-worker3'),
+        `svc-ud1 keeps the pool's endpoints: ${ud1?.keeps}`,
+      )
     },
   },
   {
@@ -235,7 +270,15 @@ const readmeChecks: { what: string; matches(command: string): boolean; exitCode?
     matches: c => c.endsWith(':10267/debug/filters'),
     check(t, ran) {
       const filters = Object.fromEntries((JSON.parse(ran.stdout).filters as any[]).map(f => [f.name, f]))
-      t.same(Object.keys(filters).sort(), ['discardcloudservice', 'forwardkubesvctraffic', 'inclusterconfig', 'masterservice', 'nodeportisolation', 'serviceenvupdater', 'servicetopology'])
+      t.same(Object.keys(filters).sort(), [
+        'discardcloudservice',
+        'forwardkubesvctraffic',
+        'inclusterconfig',
+        'masterservice',
+        'nodeportisolation',
+        'serviceenvupdater',
+        'servicetopology',
+      ])
       t.match(filters.servicetopology, { enabled: true, components: ['kube-proxy', 'coredns', 'nginx-ingress-controller'] })
       t.ok(filters.servicetopology.changed > 0, 'it changed what kube-proxy was sent above')
       t.match(filters.masterservice, { enabled: false, off: /--advertise-address/ }, 'off in the demo, and says why')
@@ -247,7 +290,10 @@ const readmeChecks: { what: string; matches(command: string): boolean; exitCode?
     check(t, ran) {
       const lines = ran.stdout.trim().split('\n')
       t.ok(lines.length > 10 && lines.every(l => l.startsWith('outpost_')), `${lines.length} lines, all outpost_`)
-      t.match(ran.stdout, /^outpost_requests_total\{component="kube-proxy",verb="list",resource="endpointslices\.discovery\.k8s\.io",code="200",source="cache"\} [1-9]/m)
+      t.match(
+        ran.stdout,
+        /^outpost_requests_total\{component="kube-proxy",verb="list",resource="endpointslices\.discovery\.k8s\.io",code="200",source="cache"\} [1-9]/m,
+      )
       t.match(ran.stdout, /^outpost_cloud_online 1$/m)
     },
   },
@@ -265,8 +311,16 @@ t.test('every curl command in the README runs as written against the demo and an
   const section = readme.slice(readme.indexOf('## Debugging with curl'), readme.indexOf('\n## ', readme.indexOf('## Debugging with curl') + 1))
   t.ok(section.split('\n').filter(line => line.startsWith('curl ')).length >= 10, 'the "Debugging with curl" section among them')
   const checks = commands.map(c => readmeChecks.filter(check => check.matches(c)))
-  t.same(commands.filter((_, i) => checks[i].length !== 1), [], 'every command has exactly one check')
-  t.same(readmeChecks.filter(check => !commands.some(c => check.matches(c))).map(c => c.what), [], 'and every check a command')
+  t.same(
+    commands.filter((_, i) => checks[i].length !== 1),
+    [],
+    'every command has exactly one check',
+  )
+  t.same(
+    readmeChecks.filter(check => !commands.some(c => check.matches(c))).map(c => c.what),
+    [],
+    'and every check a command',
+  )
 
   const { port, adminPort } = await startDemo(t)
 

@@ -41,7 +41,9 @@ const errors = <Line extends { level: number }>(lines: Line[]) => lines.filter(l
 const infos = (lines: { level: number; msg: string }[], about: RegExp) => lines.filter(l => l.level === 30 && about.test(l.msg))
 
 function object(kind: string, namespace: string, name: string, resourceVersion: number, pad: number): CachedObject {
-  const body = Buffer.from(JSON.stringify({ kind, apiVersion: 'v1', metadata: { name, namespace, resourceVersion: String(resourceVersion) }, pad: 'x'.repeat(pad) }))
+  const body = Buffer.from(
+    JSON.stringify({ kind, apiVersion: 'v1', metadata: { name, namespace, resourceVersion: String(resourceVersion) }, pad: 'x'.repeat(pad) }),
+  )
   return { apiVersion: 'v1', kind, namespace, name, resourceVersion: String(resourceVersion), format: 'json', body }
 }
 
@@ -51,7 +53,10 @@ function object(kind: string, namespace: string, name: string, resourceVersion: 
  * fourth round also writes a state file. Enough rounds for compactions of both collections.
  */
 const rounds = 10
-const podsOf = (r: number) => Array.from({ length: 8 }, (_, i) => i).filter(i => (i + r) % 4 !== 0).map(i => object('Pod', 'default', `p-${i}`, 100 * r + i, 250))
+const podsOf = (r: number) =>
+  Array.from({ length: 8 }, (_, i) => i)
+    .filter(i => (i + r) % 4 !== 0)
+    .map(i => object('Pod', 'default', `p-${i}`, 100 * r + i, 250))
 function roundBatch(r: number): DiskOp[] {
   const now = new Set(podsOf(r).map(p => p.name))
   const gone = r === 0 ? [] : podsOf(r - 1).filter(p => !now.has(p.name))
@@ -73,7 +78,14 @@ interface Acknowledged {
 async function runScenario(disk: DiskCache, stopped: Promise<void>): Promise<Acknowledged> {
   const acked: Acknowledged = { batch: -1, nodes: new Map(), state: -1 }
   const end = stopped.then(() => 'stopped' as const)
-  const settle = (p: Promise<unknown>) => Promise.race([p.then(() => 'ok' as const, () => 'failed' as const), end])
+  const settle = (p: Promise<unknown>) =>
+    Promise.race([
+      p.then(
+        () => 'ok' as const,
+        () => 'failed' as const,
+      ),
+      end,
+    ])
   for (let r = 0; r < rounds; r++) {
     const writes = [settle(disk.write(pods, roundBatch(r))), settle(disk.put(nodes, nodeOf(r)))]
     if (r % 4 === 3) writes.push(settle(disk.writeState('topology', { round: r })))
@@ -114,12 +126,14 @@ async function problemsAfterRestart(dir: string, acked: Acknowledged, options?: 
       const expected = new Map(podsOf(round).map(p => [p.name, p.resourceVersion]))
       if (podMeta.listed.length !== 1) problems.push(`pods: ${podMeta.listed.length} scopes listed`)
       if (round < acked.batch) problems.push(`pods: at round ${round}, but round ${acked.batch} was acknowledged`)
-      if (JSON.stringify([...loaded.pods].sort()) !== JSON.stringify([...expected].sort())) problems.push(`pods: not the state of round ${round}: ${JSON.stringify([...loaded.pods])}`)
+      if (JSON.stringify([...loaded.pods].sort()) !== JSON.stringify([...expected].sort()))
+        problems.push(`pods: not the state of round ${round}: ${JSON.stringify([...loaded.pods])}`)
     } else {
       if (acked.batch >= 0) problems.push(`pods: no scope list, but round ${acked.batch} was acknowledged`)
       if (loaded.pods.size > 0) problems.push(`pods: ${loaded.pods.size} objects without the batch that wrote them`)
     }
-    for (const [name, rv] of acked.nodes) if (!((loaded.nodes.get(name) ?? -1) >= rv)) problems.push(`${name}: acknowledged at ${rv}, loaded at ${loaded.nodes.get(name)}`)
+    for (const [name, rv] of acked.nodes)
+      if (!((loaded.nodes.get(name) ?? -1) >= rv)) problems.push(`${name}: acknowledged at ${rv}, loaded at ${loaded.nodes.get(name)}`)
     const state = (await disk.readState('topology')) as { round: number } | undefined
     if (acked.state >= 0 && !(state && state.round >= acked.state)) problems.push(`state: acknowledged round ${acked.state}, read ${JSON.stringify(state)}`)
   } finally {
@@ -154,7 +168,10 @@ t.test('the scenario without faults: compactions happen, and the checks pass (th
   const { problems, io, compactions } = await faultyRun(base, 'clean', {})
   t.same(problems, [])
   t.ok(compactions >= 2, `${compactions} compactions`)
-  t.ok(io.trace.some(op => /^writev .*snapshot\.\d+\.tmp$/.test(op)), 'snapshots written')
+  t.ok(
+    io.trace.some(op => /^writev .*snapshot\.\d+\.tmp$/.test(op)),
+    'snapshots written',
+  )
 })
 
 t.test('kill -9 at each step of appends and compactions: every acknowledged write is there, each collection at a state it had', async t => {
@@ -204,7 +221,11 @@ t.test('a short write is completed: nothing fails, nothing is missing', async t 
     const disk = await DiskCache.open(dir, quiet, { ...small, io })
     io.arm()
     const acked = await runScenario(disk, io.frozen)
-    t.same([acked.batch, acked.state, acked.nodes.size], [rounds - 1, rounds - 3, 3], `write ${nth} (${io.trace.filter(op => op.startsWith('writev'))[nth - 1]}): everything acknowledged`)
+    t.same(
+      [acked.batch, acked.state, acked.nodes.size],
+      [rounds - 1, rounds - 3, 3],
+      `write ${nth} (${io.trace.filter(op => op.startsWith('writev'))[nth - 1]}): everything acknowledged`,
+    )
     t.same(disk.health(), { durable: true })
     await disk.close()
   }
@@ -238,9 +259,19 @@ t.test('a compaction that meets a full disk keeps every old file, logs once, wai
   await eventually(() => disk.stats.compactionFailures >= 1, 10_000, 'the compaction to fail')
   const collection = path.join(dir, 'kubelet', 'configmaps.v1.core')
   const files = (await readdir(collection)).sort()
-  t.same(files.filter(f => f.startsWith('snapshot')), [], `no snapshot renamed into place, no temp file left (${files.join(', ')})`)
+  t.same(
+    files.filter(f => f.startsWith('snapshot')),
+    [],
+    `no snapshot renamed into place, no temp file left (${files.join(', ')})`,
+  )
   t.ok(files.includes('journal.0'), 'the old journal is kept')
-  t.match(disk.health(), { durable: false, error: /compaction failed in .*configmaps\.v1\.core: ENOSPC/, neededBytes: Number, availableBytes: 0, since: Number })
+  t.match(disk.health(), {
+    durable: false,
+    error: /compaction failed in .*configmaps\.v1\.core: ENOSPC/,
+    neededBytes: Number,
+    availableBytes: 0,
+    since: Number,
+  })
   t.ok(disk.health().neededBytes! > 50 * 300, `it says how much the snapshot needed (${disk.health().neededBytes} bytes)`)
 
   // the disk is still full for snapshots: writes go on in the new journal; the compaction is not retried at each of them
@@ -279,11 +310,28 @@ t.test('a full disk: one error line for the whole streak, saying what failed and
   await disk.put(pods, object('Pod', 'default', 'a', 1, 10))
   await disk.put(nodes, object('Node', '', 'n', 1, 10))
   const failures = []
-  for (let i = 0; i < 30; i++) failures.push(await disk.put(i % 2 ? pods : nodes, object(i % 2 ? 'Pod' : 'Node', i % 2 ? 'default' : '', `x-${i}`, 10 + i, 1000)).then(() => 'written', (e: Error) => e.message))
-  t.same(failures.filter(f => !/^ENOSPC: no space left on device/.test(f)), [], `every write rejected: ${failures[0]}`)
+  for (let i = 0; i < 30; i++)
+    failures.push(
+      await disk.put(i % 2 ? pods : nodes, object(i % 2 ? 'Pod' : 'Node', i % 2 ? 'default' : '', `x-${i}`, 10 + i, 1000)).then(
+        () => 'written',
+        (e: Error) => e.message,
+      ),
+    )
+  t.same(
+    failures.filter(f => !/^ENOSPC: no space left on device/.test(f)),
+    [],
+    `every write rejected: ${failures[0]}`,
+  )
   await eventually(() => errors(lines).length > 0, 10_000, 'the error line')
   t.equal(errors(lines).length, 1, 'one error line, not one per write')
-  t.match(errors(lines)[0], { what: 'write', code: 'ENOSPC', neededBytes: Number, availableBytes: 0, dir: /kubelet\/(pods|nodes)/, msg: /write failed in .*: ENOSPC.*needed \d+ bytes, 0 bytes free/ })
+  t.match(errors(lines)[0], {
+    what: 'write',
+    code: 'ENOSPC',
+    neededBytes: Number,
+    availableBytes: 0,
+    dir: /kubelet\/(pods|nodes)/,
+    msg: /write failed in .*: ENOSPC.*needed \d+ bytes, 0 bytes free/,
+  })
   t.match(disk.health(), { durable: false, error: /write failed in .*ENOSPC/, availableBytes: 0, since: Number })
 
   io.heal()
@@ -341,7 +389,10 @@ t.test('a read-only cache dir is refused with EROFS and why; a chmod refused on 
   const { log, lines } = capturedLog()
   const disk = await DiskCache.open(path.join(base, 'not-ours'), log, { io: new FaultyIO({ chmod: 'EPERM' }) })
   t.teardown(() => disk.close())
-  t.match(lines.filter(l => l.level === 40), [{ msg: /cannot make the cache dir 0700/ }])
+  t.match(
+    lines.filter(l => l.level === 40),
+    [{ msg: /cannot make the cache dir 0700/ }],
+  )
   await disk.put(pods, object('Pod', 'default', 'a', 1, 10))
   t.same(disk.health(), { durable: true }, 'and the cache works')
 })
@@ -383,71 +434,95 @@ t.test('a real read-only filesystem: open is refused with EROFS', { skip: mountS
   t.match(refused, { code: 'EROFS', message: /read-only/ })
 })
 
-t.test('a real small filesystem filled during a compaction of a few thousand objects: every acknowledged object is there after a restart (killed, or not)', { skip: mountSkip }, async t => {
-  const base = await scratch(t)
-  const configMaps = { ...pods, resource: 'configmaps' }
-  const compaction = { compactAfterBytes: 1024 * 1024 }
-  const roundOf = (round: number) => Array.from({ length: 3000 }, (_, i) => object('ConfigMap', 'default', `cm-${i}`, round * 10_000 + i, 900))
-  for (const killed of [false, true]) {
-    const mountPoint = mountTmpfs(t, base, '16m')
-    const dir = path.join(mountPoint, 'cache')
-    // killed: the process dies at the first write the disk refuses
-    const io = new FaultyIO({ freezeAfterFailure: killed })
-    const { log, lines } = capturedLog()
-    const disk = await DiskCache.open(dir, log, { ...compaction, io })
-    const acked = new Map<string, number>()
-    let lastList = -1
-    const settle = (p: Promise<unknown>) => Promise.race([p.then(() => 'ok', () => 'failed'), io.frozen.then(() => 'stopped')])
-    /** a whole list of 3,000 objects (one batch, with its scope list), then 1,000 of them again as watch events */
-    const round = async (r: number) => {
-      const objects = roundOf(r)
-      const meta = { listResourceVersion: String(r), listed: [{ ...everyPod, resourceVersion: String(r) }] }
-      if ((await settle(disk.write(configMaps, [...objects.map(o => ({ t: 'put' as const, object: o })), { t: 'meta', meta }]))) !== 'ok') return
-      lastList = r
-      for (const o of objects) acked.set(o.name, Number(o.resourceVersion))
-      await Promise.all(
-        objects.slice(0, 1000).map(async o => {
-          const event = { ...o, resourceVersion: String(Number(o.resourceVersion) + 5000) }
-          if ((await settle(disk.put(configMaps, event))) === 'ok') acked.set(o.name, Number(event.resourceVersion))
-        }),
+t.test(
+  'a real small filesystem filled during a compaction of a few thousand objects: every acknowledged object is there after a restart (killed, or not)',
+  { skip: mountSkip },
+  async t => {
+    const base = await scratch(t)
+    const configMaps = { ...pods, resource: 'configmaps' }
+    const compaction = { compactAfterBytes: 1024 * 1024 }
+    const roundOf = (round: number) => Array.from({ length: 3000 }, (_, i) => object('ConfigMap', 'default', `cm-${i}`, round * 10_000 + i, 900))
+    for (const killed of [false, true]) {
+      const mountPoint = mountTmpfs(t, base, '16m')
+      const dir = path.join(mountPoint, 'cache')
+      // killed: the process dies at the first write the disk refuses
+      const io = new FaultyIO({ freezeAfterFailure: killed })
+      const { log, lines } = capturedLog()
+      const disk = await DiskCache.open(dir, log, { ...compaction, io })
+      const acked = new Map<string, number>()
+      let lastList = -1
+      const settle = (p: Promise<unknown>) =>
+        Promise.race([
+          p.then(
+            () => 'ok',
+            () => 'failed',
+          ),
+          io.frozen.then(() => 'stopped'),
+        ])
+      /** a whole list of 3,000 objects (one batch, with its scope list), then 1,000 of them again as watch events */
+      const round = async (r: number) => {
+        const objects = roundOf(r)
+        const meta = { listResourceVersion: String(r), listed: [{ ...everyPod, resourceVersion: String(r) }] }
+        if ((await settle(disk.write(configMaps, [...objects.map(o => ({ t: 'put' as const, object: o })), { t: 'meta', meta }]))) !== 'ok') return
+        lastList = r
+        for (const o of objects) acked.set(o.name, Number(o.resourceVersion))
+        await Promise.all(
+          objects.slice(0, 1000).map(async o => {
+            const event = { ...o, resourceVersion: String(Number(o.resourceVersion) + 5000) }
+            if ((await settle(disk.put(configMaps, event))) === 'ok') acked.set(o.name, Number(event.resourceVersion))
+          }),
+        )
+      }
+      await round(1)
+      // the next list fits, the snapshot of the compaction it starts does not
+      const listBytes = roundOf(2).reduce((sum, o) => sum + o.body.length + 250, 0)
+      const free = await statfs(mountPoint).then(s => s.bavail * s.bsize)
+      await writeFile(path.join(mountPoint, 'filler'), Buffer.alloc(Math.max(0, free - listBytes - 1_000_000)))
+      await round(2)
+      await eventually(() => disk.stats.compactionFailures >= 1 || io.isFrozen, 20_000, 'a compaction on the full disk')
+      t.ok(lastList === 2, 'the second list was written')
+      const how = killed ? 'killed' : 'closed'
+      if (killed) {
+        await disk.abandon()
+        await io.closeAll()
+      } else {
+        await eventually(() => errors(lines).length > 0, 10_000, 'the error line')
+        t.same(
+          errors(lines)
+            .map(l => l.msg.replace(/ \d+ bytes/g, ' N bytes'))
+            .slice(1),
+          [],
+          `one error line: ${errors(lines)[0].msg}`,
+        )
+        t.match(disk.health(), { durable: false, error: /ENOSPC/ })
+        await disk.close()
+      }
+      const reopened = await DiskCache.open(dir, quiet, compaction)
+      const loaded = new Map<string, number>()
+      let meta: { listResourceVersion: string; listed: unknown[] } | undefined
+      const report = await reopened.load(
+        e => loaded.set(e.object.name, Number(e.object.resourceVersion)),
+        (_key, m) => (meta = m),
       )
+      t.same(report.failed, [], `${how}: nothing damaged`)
+      t.same(
+        [...acked].filter(([name, rv]) => !((loaded.get(name) ?? -1) >= rv)),
+        [],
+        `${how}: all ${acked.size} acknowledged objects at their acknowledged version or newer`,
+      )
+      t.match(meta, { listResourceVersion: '2', listed: [{ resourceVersion: '2' }] }, `${how}: the last list is listed whole`)
+      // room again: the next compaction takes every older generation away
+      await rm(path.join(mountPoint, 'filler'))
+      await reopened.put(configMaps, object('ConfigMap', 'default', 'after', 1, 10))
+      await eventually(() => reopened.stats.compactions >= 1, 20_000, 'a compaction once there is room')
+      const files = await readdir(path.join(dir, 'kubelet', 'configmaps.v1.core'))
+      const gens = files.filter(f => /^(snapshot|journal)\.\d+$/.test(f)).map(f => Number(f.split('.')[1]))
+      const snapshotGen = Number(files.find(f => /^snapshot\.\d+$/.test(f))?.split('.')[1])
+      t.ok(
+        gens.every(g => g >= snapshotGen),
+        `${how}: nothing older than the new snapshot (${files.join(', ')})`,
+      )
+      await reopened.close()
     }
-    await round(1)
-    // the next list fits, the snapshot of the compaction it starts does not
-    const listBytes = roundOf(2).reduce((sum, o) => sum + o.body.length + 250, 0)
-    const free = await statfs(mountPoint).then(s => s.bavail * s.bsize)
-    await writeFile(path.join(mountPoint, 'filler'), Buffer.alloc(Math.max(0, free - listBytes - 1_000_000)))
-    await round(2)
-    await eventually(() => disk.stats.compactionFailures >= 1 || io.isFrozen, 20_000, 'a compaction on the full disk')
-    t.ok(lastList === 2, 'the second list was written')
-    const how = killed ? 'killed' : 'closed'
-    if (killed) {
-      await disk.abandon()
-      await io.closeAll()
-    } else {
-      await eventually(() => errors(lines).length > 0, 10_000, 'the error line')
-      t.same(errors(lines).map(l => l.msg.replace(/ \d+ bytes/g, ' N bytes')).slice(1), [], `one error line: ${errors(lines)[0].msg}`)
-      t.match(disk.health(), { durable: false, error: /ENOSPC/ })
-      await disk.close()
-    }
-    const reopened = await DiskCache.open(dir, quiet, compaction)
-    const loaded = new Map<string, number>()
-    let meta: { listResourceVersion: string; listed: unknown[] } | undefined
-    const report = await reopened.load(
-      e => loaded.set(e.object.name, Number(e.object.resourceVersion)),
-      (_key, m) => (meta = m),
-    )
-    t.same(report.failed, [], `${how}: nothing damaged`)
-    t.same([...acked].filter(([name, rv]) => !((loaded.get(name) ?? -1) >= rv)), [], `${how}: all ${acked.size} acknowledged objects at their acknowledged version or newer`)
-    t.match(meta, { listResourceVersion: '2', listed: [{ resourceVersion: '2' }] }, `${how}: the last list is listed whole`)
-    // room again: the next compaction takes every older generation away
-    await rm(path.join(mountPoint, 'filler'))
-    await reopened.put(configMaps, object('ConfigMap', 'default', 'after', 1, 10))
-    await eventually(() => reopened.stats.compactions >= 1, 20_000, 'a compaction once there is room')
-    const files = await readdir(path.join(dir, 'kubelet', 'configmaps.v1.core'))
-    const gens = files.filter(f => /^(snapshot|journal)\.\d+$/.test(f)).map(f => Number(f.split('.')[1]))
-    const snapshotGen = Number(files.find(f => /^snapshot\.\d+$/.test(f))?.split('.')[1])
-    t.ok(gens.every(g => g >= snapshotGen), `${how}: nothing older than the new snapshot (${files.join(', ')})`)
-    await reopened.close()
-  }
-})
+  },
+)

@@ -17,7 +17,11 @@ t.test('keeps the newest events in order, oldest first, and hands back the one i
       t.same(versions(window.after(0n)), kept, `capacity ${capacity}, after ${v} pushes`)
       t.equal(window.length, kept.length)
     }
-    t.same(dropped, Array.from({ length: 25 - capacity }, (_, i) => i + 1), `capacity ${capacity}: every event dropped once, oldest first`)
+    t.same(
+      dropped,
+      Array.from({ length: 25 - capacity }, (_, i) => i + 1),
+      `capacity ${capacity}: every event dropped once, oldest first`,
+    )
   }
 })
 

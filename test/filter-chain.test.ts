@@ -30,7 +30,6 @@ const chainFor = (r: FilterRegistry, path: string, component: string): ResponseF
   return chain
 }
 
-
 function* damaged(input: Buffer, count: number, seed: number): Generator<Buffer> {
   const next = seededRandom(seed) // the same damage on every run
   const at = () => Math.floor(next() * input.length)
@@ -55,9 +54,21 @@ function* damaged(input: Buffer, count: number, seed: number): Generator<Buffer>
 const cases: { what: string; path: string; component: string; json: string; protobuf: string }[] = [
   { what: "kube-proxy's Services", path: '/api/v1/services', component: 'kube-proxy', json: 'list-services.json', protobuf: 'list-services.pb' },
   { what: "kubelet's Services", path: '/api/v1/services', component: 'kubelet', json: 'list-services.json', protobuf: 'list-services.pb' },
-  { what: "kube-proxy's EndpointSlices", path: '/apis/discovery.k8s.io/v1/endpointslices', component: 'kube-proxy', json: 'list-endpointslices.json', protobuf: 'list-endpointslices.pb' },
+  {
+    what: "kube-proxy's EndpointSlices",
+    path: '/apis/discovery.k8s.io/v1/endpointslices',
+    component: 'kube-proxy',
+    json: 'list-endpointslices.json',
+    protobuf: 'list-endpointslices.pb',
+  },
   { what: "kubelet's Pods", path: '/api/v1/pods', component: 'kubelet', json: 'list-pods-kind-worker2.json', protobuf: 'list-pods-kind-worker2.pb' },
-  { what: "kube-proxy's Endpoints", path: '/api/v1/namespaces/default/endpoints/svc-ud1', component: 'kube-proxy', json: 'get-endpoints-svc-ud1.json', protobuf: 'get-endpoints-svc-ud1.pb' },
+  {
+    what: "kube-proxy's Endpoints",
+    path: '/api/v1/namespaces/default/endpoints/svc-ud1',
+    component: 'kube-proxy',
+    json: 'get-endpoints-svc-ud1.json',
+    protobuf: 'get-endpoints-svc-ud1.pb',
+  },
 ]
 
 function wellFormed(format: WireFormat, out: Buffer | null): boolean {
@@ -75,12 +86,18 @@ t.test('whole bodies: well-formed in, well-formed out', async t => {
   const r = registry()
   for (const c of cases) {
     const chain = chainFor(r, c.path, c.component)
-    for (const [format, file] of [['json', c.json], ['protobuf', c.protobuf]] as const) {
+    for (const [format, file] of [
+      ['json', c.json],
+      ['protobuf', c.protobuf],
+    ] as const) {
       t.ok(wellFormed(format, chain.body(format, fixtureBytes(file))), `${c.what}, ${format}`)
     }
   }
   const described = r.describe()
-  t.ok(described.every(f => f.enabled && f.failed === 0), 'every filter on, none failed on what the apiserver sent')
+  t.ok(
+    described.every(f => f.enabled && f.failed === 0),
+    'every filter on, none failed on what the apiserver sent',
+  )
 })
 
 t.test('damaged bodies and frames never throw out of the chain', async t => {
@@ -88,7 +105,10 @@ t.test('damaged bodies and frames never throw out of the chain', async t => {
   let tried = 0
   for (const [i, c] of cases.entries()) {
     const chain = chainFor(r, c.path, c.component)
-    for (const [format, file] of [['json', c.json], ['protobuf', c.protobuf]] as const) {
+    for (const [format, file] of [
+      ['json', c.json],
+      ['protobuf', c.protobuf],
+    ] as const) {
       const problems: string[] = []
       for (const body of damaged(fixtureBytes(file), 300, 1000 + i)) {
         tried++
@@ -105,7 +125,14 @@ t.test('damaged bodies and frames never throw out of the chain', async t => {
   const slices = chainFor(r, '/apis/discovery.k8s.io/v1/endpointslices?watch=true', 'kube-proxy')
   const streams: [WireFormat, Buffer[]][] = [
     ['protobuf', watchFrames(fixtureBytes('watch-endpointslices.pb'))],
-    ['json', fixtureBytes('watch-endpointslices.json').toString().split('\n').filter(Boolean).map(l => Buffer.from(l + '\n'))],
+    [
+      'json',
+      fixtureBytes('watch-endpointslices.json')
+        .toString()
+        .split('\n')
+        .filter(Boolean)
+        .map(l => Buffer.from(l + '\n')),
+    ],
   ]
   for (const [format, frames] of streams) {
     const problems: string[] = []
@@ -144,7 +171,12 @@ t.test("'*' in a filter's components means every component, as in --cache-compon
 
 t.test('JSON bytes: steps that read bytes need no parse; the first that cannot parses once, and the result is serialized once', async t => {
   const calls: string[] = []
-  const report = { ran: (s: string) => calls.push(`ran ${s}`), changed: (s: string, what: () => string) => calls.push(`changed ${s} ${what()}`), dropped: (s: string, what: () => string) => calls.push(`dropped ${s} ${what()}`), failed: (s: string, what: () => string) => calls.push(`failed ${s} ${what()}`) }
+  const report = {
+    ran: (s: string) => calls.push(`ran ${s}`),
+    changed: (s: string, what: () => string) => calls.push(`changed ${s} ${what()}`),
+    dropped: (s: string, what: () => string) => calls.push(`dropped ${s} ${what()}`),
+    failed: (s: string, what: () => string) => calls.push(`failed ${s} ${what()}`),
+  }
   const kinds = new Set(['Thing'])
   const tag = (name: string): Step => ({
     name,
@@ -168,12 +200,30 @@ t.test('JSON bytes: steps that read bytes need no parse; the first that cannot p
   const object = Buffer.from('{"kind":"Thing","apiVersion":"v1","metadata":{"name":"a","namespace":"n"},"v":1}')
   const out = chain.object('json', 'v1', 'Thing', object)
   t.same(JSON.parse(String(out)), { kind: 'Thing', apiVersion: 'v1', metadata: { name: 'a', namespace: 'n' }, v: 2, tags: ['declines', 'after'] })
-  t.same(calls, ['ran bytes', 'bytes', 'changed bytes Thing n/a', 'ran declines', 'json declines', 'changed declines Thing n/a', 'ran after', 'json after', 'changed after Thing n/a'], 'each step told once, in order')
+  t.same(
+    calls,
+    [
+      'ran bytes',
+      'bytes',
+      'changed bytes Thing n/a',
+      'ran declines',
+      'json declines',
+      'changed declines Thing n/a',
+      'ran after',
+      'json after',
+      'changed after Thing n/a',
+    ],
+    'each step told once, in order',
+  )
 
   calls.length = 0
   const onlyBytes = new FilterChain([bytesStep], report)
   const frame = Buffer.from(`{"type":"MODIFIED","object":${object}}\n`)
-  t.equal(String(onlyBytes.frame('json', frame)), `{"type":"MODIFIED","object":${object.toString().replace('"v":1', '"v":2')}}\n`, "a frame's envelope is the apiserver's bytes")
+  t.equal(
+    String(onlyBytes.frame('json', frame)),
+    `{"type":"MODIFIED","object":${object.toString().replace('"v":1', '"v":2')}}\n`,
+    "a frame's envelope is the apiserver's bytes",
+  )
   const untouched = new FilterChain([{ ...bytesStep, jsonBytes: raw => raw }], report)
   t.equal(untouched.frame('json', frame), frame, 'unchanged: the same frame')
   t.equal(untouched.object('json', 'v1', 'Thing', object), object, 'unchanged: the same object')
@@ -209,11 +259,15 @@ t.test("a filter of one object (masterservice for kubelet) changes that one and 
   const before = JSON.parse(list.toString()).items
   const after = JSON.parse(String(chain.body('json', list))).items
   t.equal(after.length, before.length)
-  const changed = after.filter((s: any, i: number) => JSON.stringify(s) !== JSON.stringify(before[i])).map((s: any) => `${s.metadata.namespace}/${s.metadata.name}`)
+  const changed = after
+    .filter((s: any, i: number) => JSON.stringify(s) !== JSON.stringify(before[i]))
+    .map((s: any) => `${s.metadata.namespace}/${s.metadata.name}`)
   t.same(changed, ['default/kubernetes'])
   t.equal(after.find((s: any) => s.metadata.name === 'kubernetes').spec.clusterIP, '169.254.2.1')
   const other = Buffer.from(JSON.stringify(before.find((s: any) => s.metadata.name !== 'kubernetes')))
   t.equal(chain.object('json', 'v1', 'Service', other), other, 'another Service: the same Buffer')
-  const escaped = Buffer.from(JSON.stringify(before.find((s: any) => s.metadata.name === 'kubernetes')).replace('"name":"kubernetes"', '"n\\u0061me":"kubernetes"'))
+  const escaped = Buffer.from(
+    JSON.stringify(before.find((s: any) => s.metadata.name === 'kubernetes')).replace('"name":"kubernetes"', '"n\\u0061me":"kubernetes"'),
+  )
   t.equal(JSON.parse(String(chain.object('json', 'v1', 'Service', escaped))).spec.clusterIP, '169.254.2.1', 'its name written with an escape: still the one')
 })

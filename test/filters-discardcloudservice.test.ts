@@ -77,5 +77,11 @@ t.test('protobuf details', async t => {
 t.test('fuzz', async t => {
   const objects = [service('LoadBalancer', { [annotation]: 'true' }), service('ClusterIP', {}, 'kube-system', 'x-tunnel-server-internal-svc')]
   fuzzJson(t, filter, objects, [context()])
-  fuzzProtobuf(t, filter, 'Service', objects.map(o => encodeObject(o, 'v1', 'Service')), context())
+  fuzzProtobuf(
+    t,
+    filter,
+    'Service',
+    objects.map(o => encodeObject(o, 'v1', 'Service')),
+    context(),
+  )
 })

@@ -40,19 +40,44 @@ t.test('cases, JSON and protobuf', async t => {
     ['the recorded default/kubernetes', kubernetes, s => forwarded(s), undefined, ['endpoints', 'ports.0.port']],
     ['another slice', recorded.find(s => s.metadata.name !== 'kubernetes'), 'same'],
     ['named kubernetes in another namespace', slice({ metadata: { name: 'kubernetes', namespace: 'kube-system' } }), 'same'],
-    ['three apiservers become the hub', slice({ endpoints: ['192.0.2.2', '192.0.2.3', '192.0.2.4'].map(a => ({ addresses: [a], conditions: { ready: true, serving: true } })) }), s => forwarded(s)],
-    ['an endpoint with everything is replaced', slice({ endpoints: [{ addresses: ['192.0.2.2'], conditions: { ready: false }, hostname: 'm', nodeName: 'cp', zone: 'z', targetRef: { kind: 'Pod', name: 'p' } }] }), s => forwarded(s)],
+    [
+      'three apiservers become the hub',
+      slice({ endpoints: ['192.0.2.2', '192.0.2.3', '192.0.2.4'].map(a => ({ addresses: [a], conditions: { ready: true, serving: true } })) }),
+      s => forwarded(s),
+    ],
+    [
+      'an endpoint with everything is replaced',
+      slice({
+        endpoints: [
+          { addresses: ['192.0.2.2'], conditions: { ready: false }, hostname: 'm', nodeName: 'cp', zone: 'z', targetRef: { kind: 'Pod', name: 'p' } },
+        ],
+      }),
+      s => forwarded(s),
+    ],
     ['no endpoints: one inserted', slice({ endpoints: [] }), s => forwarded(s)],
-    ['the first https port only', slice({ ports: [{ name: 'metrics', protocol: 'TCP', port: 9090 }, https, { ...https, protocol: 'UDP' }] }), s => forwarded(s, 1)],
+    [
+      'the first https port only',
+      slice({ ports: [{ name: 'metrics', protocol: 'TCP', port: 9090 }, https, { ...https, protocol: 'UDP' }] }),
+      s => forwarded(s, 1),
+    ],
     ['a port without a number gets one', slice({ ports: [{ name: 'https', protocol: 'TCP' }] }), s => forwarded(s)],
     ['no https port: endpoints only', slice({ ports: [{ name: 'api', protocol: 'TCP', port: 6443 }] }), s => forwarded(s, null)],
     ['already the hub', forwarded(clone(kubernetes)), 'same'],
-    ['IPv6 slice, IPv6 hub', slice({ addressType: 'IPv6', endpoints: [{ addresses: ['fd00::2'], conditions: { ready: true } }] }), s => forwarded(s, 0, v6.hub), v6],
+    [
+      'IPv6 slice, IPv6 hub',
+      slice({ addressType: 'IPv6', endpoints: [{ addresses: ['fd00::2'], conditions: { ready: true } }] }),
+      s => forwarded(s, 0, v6.hub),
+      v6,
+    ],
   ]
   for (const [name, object, expect, ctx, changed] of cases) t.test(name, async t => checkCase(t, filter, v1, object, expect, ctx, changed))
 
   t.test('discovery.k8s.io/v1beta1 too', async t => {
-    const beta = { ...clone(kubernetes), apiVersion: 'discovery.k8s.io/v1beta1', endpoints: [{ addresses: ['192.0.2.2'], conditions: { ready: true }, topology: { 'kubernetes.io/hostname': 'cp' } }] }
+    const beta = {
+      ...clone(kubernetes),
+      apiVersion: 'discovery.k8s.io/v1beta1',
+      endpoints: [{ addresses: ['192.0.2.2'], conditions: { ready: true }, topology: { 'kubernetes.io/hostname': 'cp' } }],
+    }
     checkCase(t, filter, 'discovery.k8s.io/v1beta1', beta, s => forwarded(s))
   })
 })
@@ -73,7 +98,14 @@ t.test('another family: left, and said', async t => {
     })
   }
   const ctx = context({ hub: { host: 'fd00::10', port: 443 } })
-  checkCase(t, filter, v1, recorded.find(s => s.metadata.name !== 'kubernetes'), 'same', ctx)
+  checkCase(
+    t,
+    filter,
+    v1,
+    recorded.find(s => s.metadata.name !== 'kubernetes'),
+    'same',
+    ctx,
+  )
   t.same(ctx.warnings, [], 'nothing said of other slices')
 })
 
@@ -83,9 +115,20 @@ t.test('the recorded protobuf list, item by item', async t => {
   const { raw, out } = recordedListOfOne(t, filter, list, recorded, v1, 'EndpointSlice', 'kubernetes')
   t.same(diffPaths(decodeObject(raw, v1, 'EndpointSlice'), decodeObject(out, v1, 'EndpointSlice')), ['endpoints.0.addresses.0', 'ports.0.port'])
   const [inTop, outTop] = [fieldBytes(raw), fieldBytes(out)]
-  t.same(outTop.map(f => f.field), inTop.map(f => f.field), 'fields in the same order')
-  t.same(outTop.filter(f => f.field === 1 || f.field === 4).map(f => f.bytes), inTop.filter(f => f.field === 1 || f.field === 4).map(f => f.bytes), 'metadata and addressType byte for byte')
-  const port = (fs: typeof inTop) => fieldBytes(fs.find(f => f.field === 3)!.payload).filter(f => f.field !== 3).map(f => f.bytes)
+  t.same(
+    outTop.map(f => f.field),
+    inTop.map(f => f.field),
+    'fields in the same order',
+  )
+  t.same(
+    outTop.filter(f => f.field === 1 || f.field === 4).map(f => f.bytes),
+    inTop.filter(f => f.field === 1 || f.field === 4).map(f => f.bytes),
+    'metadata and addressType byte for byte',
+  )
+  const port = (fs: typeof inTop) =>
+    fieldBytes(fs.find(f => f.field === 3)!.payload)
+      .filter(f => f.field !== 3)
+      .map(f => f.bytes)
   t.same(port(outTop), port(inTop), 'the port but its number byte for byte')
 })
 
@@ -94,18 +137,36 @@ t.test('malformed protobuf on the path', async t => {
   const ipv4 = stringField(4, 'IPv4')
   t.throws(() => filter.protobuf(Buffer.concat([meta, varintField(4, 1)]), 'EndpointSlice', context()), ProtobufError, 'addressType not a string')
   t.throws(() => filter.protobuf(Buffer.concat([meta, ipv4, varintField(3, 1)]), 'EndpointSlice', context()), ProtobufError, 'a port not a message')
-  t.throws(() => filter.protobuf(Buffer.concat([meta, ipv4, messageField(3, varintField(1, 1))]), 'EndpointSlice', context()), ProtobufError, 'a port name not a string')
+  t.throws(
+    () => filter.protobuf(Buffer.concat([meta, ipv4, messageField(3, varintField(1, 1))]), 'EndpointSlice', context()),
+    ProtobufError,
+    'a port name not a string',
+  )
   const bare = Buffer.concat([meta, ipv4])
-  t.same(decodeObject(filter.protobuf(bare, 'EndpointSlice', context())!, v1, 'EndpointSlice'), {
-    kind: 'EndpointSlice', apiVersion: v1, metadata: { name: 'kubernetes', namespace: 'default', creationTimestamp: null }, addressType: 'IPv4',
-    endpoints: [{ addresses: [hub.host], conditions: { ready: true } }], ports: null,
-  }, 'no endpoints nor ports: the endpoint inserted in field order')
+  t.same(
+    decodeObject(filter.protobuf(bare, 'EndpointSlice', context())!, v1, 'EndpointSlice'),
+    {
+      kind: 'EndpointSlice',
+      apiVersion: v1,
+      metadata: { name: 'kubernetes', namespace: 'default', creationTimestamp: null },
+      addressType: 'IPv4',
+      endpoints: [{ addresses: [hub.host], conditions: { ready: true } }],
+      ports: null,
+    },
+    'no endpoints nor ports: the endpoint inserted in field order',
+  )
   t.equal(filter.protobuf(bare, 'Endpoints', context()), bare, 'another kind')
 })
 
 t.test('fuzz', async t => {
   fuzzJson(t, filter, [kubernetes, slice({ ports: [https(1), https(2)] })], [context(), v6, context({ hub: { host: '', port: 0 } })])
-  fuzzProtobuf(t, filter, 'EndpointSlice', [encodeObject(kubernetes, v1, 'EndpointSlice'), encodeObject(slice({ addressType: 'IPv6' }), v1, 'EndpointSlice')], context())
+  fuzzProtobuf(
+    t,
+    filter,
+    'EndpointSlice',
+    [encodeObject(kubernetes, v1, 'EndpointSlice'), encodeObject(slice({ addressType: 'IPv6' }), v1, 'EndpointSlice')],
+    context(),
+  )
 })
 
 function https(port: number): Json {

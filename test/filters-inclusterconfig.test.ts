@@ -26,7 +26,15 @@ const kubeconfigConf = 'apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n   
 const kubeProxy: Json = {
   kind: 'ConfigMap',
   apiVersion: 'v1',
-  metadata: { name: 'kube-proxy', namespace: 'kube-system', uid: 'a8c2', resourceVersion: '233', creationTimestamp: '2026-11-21T22:05:48Z', labels: { app: 'kube-proxy' }, annotations: { 'kubeadm.kubernetes.io/component-config.hash': 'sha256:4f2e' } },
+  metadata: {
+    name: 'kube-proxy',
+    namespace: 'kube-system',
+    uid: 'a8c2',
+    resourceVersion: '233',
+    creationTimestamp: '2026-11-21T22:05:48Z',
+    labels: { app: 'kube-proxy' },
+    annotations: { 'kubeadm.kubernetes.io/component-config.hash': 'sha256:4f2e' },
+  },
   data: { 'config.conf': conf, 'kubeconfig.conf': kubeconfigConf },
 }
 const commented = conf.replace('  kubeconfig:', '  #kubeconfig:')
@@ -61,7 +69,12 @@ t.test('cases, JSON and protobuf', async t => {
   const cases: [string, Json, Parameters<typeof checkCase>[4], string[]?][] = [
     ['kube-system/kube-proxy', kubeProxy, cm, ['data.config.conf']],
     ['only config.conf', withData({ 'config.conf': conf }), cm],
-    ['immutable, binaryData', { ...withData({ 'config.conf': conf }), immutable: true, binaryData: { 'config.conf': 'a3ViZWNvbmZpZzogeAo=' } }, cm, ['data.config.conf']],
+    [
+      'immutable, binaryData',
+      { ...withData({ 'config.conf': conf }), immutable: true, binaryData: { 'config.conf': 'a3ViZWNvbmZpZzogeAo=' } },
+      cm,
+      ['data.config.conf'],
+    ],
     ['already commented', withData({ 'config.conf': commented }), 'same'],
     ['no kubeconfig line', withData({ 'config.conf': 'mode: ipvs\n' }), 'same'],
     ['no config.conf', withData({ 'kubeconfig.conf': kubeconfigConf }), 'same'],
@@ -85,16 +98,32 @@ t.test('protobuf: every byte but the one inserted kept, invalid UTF-8 included',
   t.equal(out[out.length - (raw.length - at) - 1], 0x23, '#')
   const outFields = fieldBytes(out)
   const inFields = fieldBytes(raw)
-  t.same([outFields[0].bytes, ...outFields.slice(2).map(f => f.bytes)], [inFields[0].bytes, ...inFields.slice(2).map(f => f.bytes)], 'metadata, the other entry, immutable byte for byte')
+  t.same(
+    [outFields[0].bytes, ...outFields.slice(2).map(f => f.bytes)],
+    [inFields[0].bytes, ...inFields.slice(2).map(f => f.bytes)],
+    'metadata, the other entry, immutable byte for byte',
+  )
 
-  const twice = Buffer.concat([meta, messageField(2, stringField(1, 'config.conf'), stringField(2, 'kubeconfig: a')), messageField(2, stringField(1, 'config.conf'), stringField(2, 'x: y'))])
+  const twice = Buffer.concat([
+    meta,
+    messageField(2, stringField(1, 'config.conf'), stringField(2, 'kubeconfig: a')),
+    messageField(2, stringField(1, 'config.conf'), stringField(2, 'x: y')),
+  ])
   t.equal(filter.protobuf(twice, 'ConfigMap', context()), twice, 'a key twice: the last counts (and needs nothing)')
-  const twice2 = Buffer.concat([meta, messageField(2, stringField(1, 'config.conf'), stringField(2, 'x: y')), messageField(2, stringField(1, 'config.conf'), stringField(2, 'kubeconfig: a'))])
+  const twice2 = Buffer.concat([
+    meta,
+    messageField(2, stringField(1, 'config.conf'), stringField(2, 'x: y')),
+    messageField(2, stringField(1, 'config.conf'), stringField(2, 'kubeconfig: a')),
+  ])
   t.equal((decodeObject(filter.protobuf(twice2, 'ConfigMap', context())!, 'v1', 'ConfigMap') as Json).data['config.conf'], '#kubeconfig: a')
   t.equal(filter.protobuf(raw, 'Secret', context()), raw, 'another kind')
   t.throws(() => filter.protobuf(Buffer.concat([meta, varintField(2, 1)]), 'ConfigMap', context()), ProtobufError, 'a data entry not a message')
   t.throws(() => filter.protobuf(Buffer.concat([meta, messageField(2, varintField(1, 1))]), 'ConfigMap', context()), ProtobufError, 'a key not a string')
-  t.throws(() => filter.protobuf(Buffer.concat([meta, messageField(2, stringField(1, 'config.conf'), varintField(2, 1))]), 'ConfigMap', context()), ProtobufError, 'the value not a string')
+  t.throws(
+    () => filter.protobuf(Buffer.concat([meta, messageField(2, stringField(1, 'config.conf'), varintField(2, 1))]), 'ConfigMap', context()),
+    ProtobufError,
+    'the value not a string',
+  )
 })
 
 t.test('fuzz', async t => {

@@ -92,9 +92,22 @@ t.test("kube-proxy's Services: cloud-only and other pools' NodePorts stay out, a
   await eventually(() => seen().includes('plain'), 10_000, 'the initial list')
   t.same(seen(), ['np-shanghai', 'plain'], "neither the cloud's LoadBalancer nor hangzhou's NodePort")
   const everyone = await kubectl(h.url, ['get', 'services', '-A', '-o', 'name'])
-  t.same(ours(everyone.stdout.trim().split('\n').map(l => l.replace('service/', ''))), ['lb-cloud', 'np-hangzhou', 'np-shanghai', 'plain'], 'kubectl sees every Service')
+  t.same(
+    ours(
+      everyone.stdout
+        .trim()
+        .split('\n')
+        .map(l => l.replace('service/', '')),
+    ),
+    ['lb-cloud', 'np-hangzhou', 'np-shanghai', 'plain'],
+    'kubectl sees every Service',
+  )
   t.same(ours(await protobufListNames(`${h.url}/api/v1/services`, kubeProxy)), ['np-shanghai', 'plain'], 'a protobuf list as kube-proxy leaves them out too')
-  t.equal((await jsonGet(`${h.url}/api/v1/namespaces/default/services/lb-cloud`, kubeProxy)).status, 404, 'a GET as kube-proxy: not found, as if it did not exist')
+  t.equal(
+    (await jsonGet(`${h.url}/api/v1/namespaces/default/services/lb-cloud`, kubeProxy)).status,
+    404,
+    'a GET as kube-proxy: not found, as if it did not exist',
+  )
 
   const version = h.simulator.currentResourceVersion()
   const wire = await protobufWatch(`${h.url}/api/v1/services?watch=true&resourceVersion=${version}`, kubeProxy)
@@ -104,13 +117,25 @@ t.test("kube-proxy's Services: cloud-only and other pools' NodePorts stay out, a
   h.simulator.patch('v1', 'Service', 'default', 'lb-cloud', { metadata: { annotations: { 'svc.openyurt.io/discard': 'true' } } })
   await eventually(() => !seen().includes('lb-cloud'), 10_000, 'lb-cloud to leave')
   await eventually(() => wire.events.length >= 2, 10_000, 'the protobuf watch')
-  t.same(wire.events.filter(e => e.endsWith(' lb-cloud')), ['ADDED lb-cloud', 'DELETED lb-cloud'], 'and on a protobuf watch')
-  t.same(events.filter(e => e.endsWith(' lb-cloud')), ['add lb-cloud', 'delete lb-cloud'], 'an annotation change is an ADDED, then a DELETED, to kube-proxy')
+  t.same(
+    wire.events.filter(e => e.endsWith(' lb-cloud')),
+    ['ADDED lb-cloud', 'DELETED lb-cloud'],
+    'and on a protobuf watch',
+  )
+  t.same(
+    events.filter(e => e.endsWith(' lb-cloud')),
+    ['add lb-cloud', 'delete lb-cloud'],
+    'an annotation change is an ADDED, then a DELETED, to kube-proxy',
+  )
 
   // this node moves to pool hangzhou: the open watch is re-filtered, no Service was written
   h.simulator.patch('v1', 'Node', '', 'kind-worker2', { metadata: { labels: { 'apps.openyurt.io/nodepool': 'hangzhou' } } })
   await eventually(() => seen().includes('np-hangzhou') && !seen().includes('np-shanghai'), 10_000, 'the NodePorts to follow the pool')
-  t.same(events.filter(e => e.endsWith('-shanghai') || e.endsWith('-hangzhou')).sort(), ['add np-shanghai', 'add np-hangzhou', 'delete np-shanghai'].sort(), 'the pool change is an ADDED and a DELETED')
+  t.same(
+    events.filter(e => e.endsWith('-shanghai') || e.endsWith('-hangzhou')).sort(),
+    ['add np-shanghai', 'add np-hangzhou', 'delete np-shanghai'].sort(),
+    'the pool change is an ADDED and a DELETED',
+  )
 
   const filters = await debugFilters(h)
   t.ok(filters.discardcloudservice.enabled && filters.discardcloudservice.dropped > 0, '/debug/filters counts what discardcloudservice dropped')
@@ -157,14 +182,26 @@ async function podsThroughHub(t: Test, disabledFilters: string[] = []): Promise<
     metadata: { name: 'cni-agent', namespace: 'kube-system' },
     spec: {
       nodeName: 'kind-worker2',
-      containers: [{ name: 'agent', image: 'agent:1', env: [{ name: 'KUBERNETES_SERVICE_HOST', value: '10.0.0.10' }, { name: 'KUBERNETES_SERVICE_PORT', value: '6443' }, { name: 'OTHER', value: 'x' }] }],
+      containers: [
+        {
+          name: 'agent',
+          image: 'agent:1',
+          env: [
+            { name: 'KUBERNETES_SERVICE_HOST', value: '10.0.0.10' },
+            { name: 'KUBERNETES_SERVICE_PORT', value: '6443' },
+            { name: 'OTHER', value: 'x' },
+          ],
+        },
+      ],
     },
   })
   h.simulator.create({
     apiVersion: 'v1',
     kind: 'ConfigMap',
     metadata: { name: 'kube-proxy', namespace: 'kube-system' },
-    data: { 'config.conf': 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nclientConnection:\n  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf\nmode: iptables\n' },
+    data: {
+      'config.conf': 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nclientConnection:\n  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf\nmode: iptables\n',
+    },
   })
   return { h, securePort }
 }
@@ -183,7 +220,15 @@ t.test('pods reach the apiserver through the hub: kubelet and kube-proxy see the
   t.same(kubernetes()!.spec!.ports![0].port, securePort, "on the hub's HTTPS port")
 
   const pod = (await jsonGet(`${h.url}/api/v1/namespaces/kube-system/pods/cni-agent`, kubelet)).body
-  t.same(pod.spec.containers[0].env, [{ name: 'KUBERNETES_SERVICE_HOST', value: '169.254.2.1' }, { name: 'KUBERNETES_SERVICE_PORT', value: String(securePort) }, { name: 'OTHER', value: 'x' }], "a pod's pinned apiserver address points at the hub")
+  t.same(
+    pod.spec.containers[0].env,
+    [
+      { name: 'KUBERNETES_SERVICE_HOST', value: '169.254.2.1' },
+      { name: 'KUBERNETES_SERVICE_PORT', value: String(securePort) },
+      { name: 'OTHER', value: 'x' },
+    ],
+    "a pod's pinned apiserver address points at the hub",
+  )
   const podRes = await request(`${h.url}/api/v1/namespaces/kube-system/pods/cni-agent`, { headers: { 'user-agent': kubelet, accept: protobuf } })
   const podProtobuf = decodeBody(Buffer.from(await podRes.body.arrayBuffer())) as any
   t.same(podProtobuf.spec.containers[0].env, pod.spec.containers[0].env, 'the same in protobuf, as kubelet reads it')
@@ -191,7 +236,11 @@ t.test('pods reach the apiserver through the hub: kubelet and kube-proxy see the
   t.match(config.data['config.conf'], /^ {2}#kubeconfig: \/var\/lib\/kube-proxy\/kubeconfig.conf$/m, "kube-proxy's config falls back to in-cluster")
 
   const slice = (await jsonGet(`${h.url}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes`, kubeProxy)).body
-  t.same(slice.endpoints.map((e: any) => e.addresses), [['169.254.2.1']], 'kube-proxy forwards default/kubernetes to the hub')
+  t.same(
+    slice.endpoints.map((e: any) => e.addresses),
+    [['169.254.2.1']],
+    'kube-proxy forwards default/kubernetes to the hub',
+  )
   t.equal(slice.ports[0].port, securePort)
 
   // pods sent to the advertised address verify the hub's certificate there
@@ -206,7 +255,8 @@ t.test('pods reach the apiserver through the hub: kubelet and kube-proxy see the
   t.equal(asIs.stdout, '10.96.0.1', 'kubectl sees the real clusterIP')
 
   const filters = await debugFilters(h)
-  for (const name of ['masterservice', 'serviceenvupdater', 'inclusterconfig', 'forwardkubesvctraffic']) t.ok(filters[name].changed > 0, `${name} changed what it is for`)
+  for (const name of ['masterservice', 'serviceenvupdater', 'inclusterconfig', 'forwardkubesvctraffic'])
+    t.ok(filters[name].changed > 0, `${name} changed what it is for`)
 })
 
 t.test('--disable-filters: each of the four leaves its object as the apiserver has it', async t => {
@@ -218,7 +268,12 @@ t.test('--disable-filters: each of the four leaves its object as the apiserver h
   const config = (await jsonGet(`${h.url}/api/v1/namespaces/kube-system/configmaps/kube-proxy`, kubelet)).body
   t.match(config.data['config.conf'], /^ {2}kubeconfig:/m, 'inclusterconfig off')
   const slice = (await jsonGet(`${h.url}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes`, kubeProxy)).body
-  t.same(slice.endpoints.map((e: any) => e.addresses), [['127.0.0.1']], 'forwardkubesvctraffic off')
+  t.same(
+    slice.endpoints.map((e: any) => e.addresses),
+    [['127.0.0.1']],
+    'forwardkubesvctraffic off',
+  )
   const filters = await debugFilters(h)
-  for (const name of ['masterservice', 'serviceenvupdater', 'inclusterconfig', 'forwardkubesvctraffic']) t.match(filters[name], { enabled: false, changed: 0 }, `${name} reported off`)
+  for (const name of ['masterservice', 'serviceenvupdater', 'inclusterconfig', 'forwardkubesvctraffic'])
+    t.match(filters[name], { enabled: false, changed: 0 }, `${name} reported off`)
 })

@@ -10,7 +10,11 @@ import { messageField, stringField, varintField } from '../filters/protobuf-edit
 
 const recorded: Json[] = fixtureJson('list-services.json').items.map((s: Json) => ({ kind: 'Service', apiVersion: 'v1', ...s }))
 const kubernetes = recorded.find(s => s.metadata.name === 'kubernetes')
-const withSpec = (spec: Json, metadata: Json = kubernetes.metadata): Json => ({ ...clone(kubernetes), metadata: clone(metadata), spec: { ...clone(kubernetes.spec), ...spec } })
+const withSpec = (spec: Json, metadata: Json = kubernetes.metadata): Json => ({
+  ...clone(kubernetes),
+  metadata: clone(metadata),
+  spec: { ...clone(kubernetes.spec), ...spec },
+})
 const hub = { host: '169.254.2.1', port: 10268 }
 const pointed = (s: Json, portIndex: number | null = 0, h = hub): Json => {
   s.spec.clusterIP = h.host
@@ -27,7 +31,13 @@ t.test('cases, JSON and protobuf', async t => {
     ['no namespace', withSpec({}, { name: 'kubernetes' }), 'same'],
     [
       'the first port named https, only',
-      withSpec({ ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }, { name: 'https', protocol: 'TCP', port: 443, targetPort: 6443 }, { name: 'https', protocol: 'UDP', port: 443, targetPort: 6443 }] }),
+      withSpec({
+        ports: [
+          { name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 },
+          { name: 'https', protocol: 'TCP', port: 443, targetPort: 6443 },
+          { name: 'https', protocol: 'UDP', port: 443, targetPort: 6443 },
+        ],
+      }),
       s => pointed(s, 1),
       undefined,
       ['spec.clusterIP', 'spec.clusterIPs', 'spec.ports.1.port'],
@@ -71,15 +81,27 @@ t.test('the recorded protobuf list, item by item', async t => {
   t.same(diffPaths(decodeObject(raw, 'v1', 'Service'), decodeObject(out, 'v1', 'Service')), ['spec.ports.0.port', 'spec.clusterIP', 'spec.clusterIPs.0'])
   const top = fieldBytes(raw)
   const outTop = fieldBytes(out)
-  t.same(outTop.filter(f => f.field !== 2).map(f => f.bytes), top.filter(f => f.field !== 2).map(f => f.bytes), 'metadata and status byte for byte')
+  t.same(
+    outTop.filter(f => f.field !== 2).map(f => f.bytes),
+    top.filter(f => f.field !== 2).map(f => f.bytes),
+    'metadata and status byte for byte',
+  )
   const spec = fieldBytes(top.find(f => f.field === 2)!.payload)
   const outSpec = fieldBytes(outTop.find(f => f.field === 2)!.payload)
-  t.same(outSpec.map(f => f.field), spec.map(f => f.field), 'spec fields in the same order')
+  t.same(
+    outSpec.map(f => f.field),
+    spec.map(f => f.field),
+    'spec fields in the same order',
+  )
   const kept = (fs: typeof spec) => fs.filter(f => ![1, 3, 18].includes(f.field)).map(f => f.bytes)
   t.same(kept(outSpec), kept(spec), 'every other spec field byte for byte')
   const port = fieldBytes(spec.find(f => f.field === 1)!.payload)
   const outPort = fieldBytes(outSpec.find(f => f.field === 1)!.payload)
-  t.same(outPort.filter(f => f.field !== 3).map(f => f.bytes), port.filter(f => f.field !== 3).map(f => f.bytes), 'the port but its number byte for byte')
+  t.same(
+    outPort.filter(f => f.field !== 3).map(f => f.bytes),
+    port.filter(f => f.field !== 3).map(f => f.bytes),
+    'the port but its number byte for byte',
+  )
 })
 
 t.test('malformed protobuf on the path: ProtobufError', async t => {
@@ -98,7 +120,15 @@ t.test('malformed protobuf on the path: ProtobufError', async t => {
 })
 
 t.test('fuzz', async t => {
-  const objects = [kubernetes, withSpec({ ports: [{ name: 'https', port: 1 }, { name: 'https', port: 2 }] })]
+  const objects = [
+    kubernetes,
+    withSpec({
+      ports: [
+        { name: 'https', port: 1 },
+        { name: 'https', port: 2 },
+      ],
+    }),
+  ]
   fuzzJson(t, filter, objects, [context(), context({ hub: { host: '', port: 0 } })])
   fuzzProtobuf(t, filter, 'Service', [encodeObject(kubernetes, 'v1', 'Service'), fixtureBytes('list-services.pb').subarray(0, 300)], context())
 })

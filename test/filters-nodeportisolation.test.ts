@@ -88,5 +88,11 @@ t.test('protobuf details', async t => {
 t.test('fuzz', async t => {
   const objects = [service('NodePort', 'beijing'), service('LoadBalancer', '*,-shanghai')]
   fuzzJson(t, filter, objects, [context(), context({ nodePool: '' }), context({ nodePool: 5 as never })])
-  fuzzProtobuf(t, filter, 'Service', objects.map(o => encodeObject(o, 'v1', 'Service')), context())
+  fuzzProtobuf(
+    t,
+    filter,
+    'Service',
+    objects.map(o => encodeObject(o, 'v1', 'Service')),
+    context(),
+  )
 })

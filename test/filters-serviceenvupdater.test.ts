@@ -39,11 +39,15 @@ const rewritten = (pod: Json, h = hub): Json => {
 t.test('serviceEnvValue', async t => {
   t.equal(serviceEnvValue(HOST, hub), '169.254.2.1')
   t.equal(serviceEnvValue(PORT, hub), '10268')
-  for (const n of ['KUBERNETES_SERVICE_PORT_HTTPS', 'KUBERNETES_PORT', 'kubernetes_service_host', '', ' KUBERNETES_SERVICE_HOST']) t.equal(serviceEnvValue(n, hub), undefined, n)
+  for (const n of ['KUBERNETES_SERVICE_PORT_HTTPS', 'KUBERNETES_PORT', 'kubernetes_service_host', '', ' KUBERNETES_SERVICE_HOST'])
+    t.equal(serviceEnvValue(n, hub), undefined, n)
 })
 
 t.test('cases, JSON and protobuf', async t => {
-  const both = [{ name: HOST, value: '10.96.0.1' }, { name: PORT, value: '443' }]
+  const both = [
+    { name: HOST, value: '10.96.0.1' },
+    { name: PORT, value: '443' },
+  ]
   const cases: [string, Json, Parameters<typeof checkCase>[4], ReturnType<typeof context>?, string[]?][] = [
     ['no such env var', fullPod, 'same'],
     ['the recorded pods (no env at all)', recorded[0], 'same'],
@@ -52,10 +56,25 @@ t.test('cases, JSON and protobuf', async t => {
     ['only one of them', podWith([{ name: PORT, value: '6443' }]), p => rewritten(p)],
     ['a name repeated: every occurrence (kubelet uses the last)', podWith([...both, { name: HOST, value: '10.0.0.1' }]), p => rewritten(p)],
     ['init and ephemeral containers too', podWith([], both, both), p => rewritten(p)],
-    ['a var set from valueFrom gets the value, valueFrom kept (YurtHub)', podWith([{ name: HOST, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'status.hostIP' } } }]), p => rewritten(p)],
+    [
+      'a var set from valueFrom gets the value, valueFrom kept (YurtHub)',
+      podWith([{ name: HOST, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'status.hostIP' } } }]),
+      p => rewritten(p),
+    ],
     ['already the hub', rewritten(podWith(both)), 'same'],
-    ['similar names left', podWith([{ name: 'KUBERNETES_SERVICE_PORT_HTTPS', value: '443' }, { name: 'KUBERNETES_PORT', value: 'tcp://10.96.0.1:443' }]), 'same'],
-    ['a recorded pod given env', { ...clone(recorded[1]), spec: { ...clone(recorded[1].spec), containers: [{ ...clone(recorded[1].spec.containers[0]), env: clone(both) }] } }, p => rewritten(p)],
+    [
+      'similar names left',
+      podWith([
+        { name: 'KUBERNETES_SERVICE_PORT_HTTPS', value: '443' },
+        { name: 'KUBERNETES_PORT', value: 'tcp://10.96.0.1:443' },
+      ]),
+      'same',
+    ],
+    [
+      'a recorded pod given env',
+      { ...clone(recorded[1]), spec: { ...clone(recorded[1].spec), containers: [{ ...clone(recorded[1].spec.containers[0]), env: clone(both) }] } },
+      p => rewritten(p),
+    ],
     ['an IPv6 hub', podWith(both), p => rewritten(p, { host: 'fd00::10', port: 443 }), context({ hub: { host: 'fd00::10', port: 443 } })],
   ]
   for (const [name, object, expect, ctx, changed] of cases) t.test(name, async t => checkCase(t, filter, 'v1', object, expect, ctx, changed))
@@ -73,7 +92,10 @@ t.test('the recorded protobuf pods pass as they are; given env, only the values 
   t.equal(items.length, recorded.length)
   for (const raw of items) t.equal(filter.protobuf(raw, 'Pod', context()), raw)
   // a recorded pod's bytes with an env field spliced into its first container: the rest stays byte for byte
-  const pod = { ...clone(recorded[0]), spec: { ...clone(recorded[0].spec), containers: [{ ...clone(recorded[0].spec.containers[0]), env: [{ name: HOST, value: '10.96.0.1' }] }] } }
+  const pod = {
+    ...clone(recorded[0]),
+    spec: { ...clone(recorded[0].spec), containers: [{ ...clone(recorded[0].spec.containers[0]), env: [{ name: HOST, value: '10.96.0.1' }] }] },
+  }
   const raw = encodeObject(pod, 'v1', 'Pod')
   const out = filter.protobuf(raw, 'Pod', context())!
   t.same(diffPaths(decodeObject(raw, 'v1', 'Pod'), decodeObject(out, 'v1', 'Pod')), ['spec.containers.0.env.0.value'])
@@ -88,19 +110,53 @@ t.test('malformed protobuf on the path', async t => {
   t.throws(() => filter.protobuf(Buffer.concat([messageField(2, container), messageField(2, container)]), 'Pod', context()), ProtobufError, 'spec twice')
   t.throws(() => filter.protobuf(varintField(2, 1), 'Pod', context()), ProtobufError, 'spec not a message')
   t.throws(() => filter.protobuf(messageField(2, messageField(2, varintField(7, 1))), 'Pod', context()), ProtobufError, 'env not a message')
-  t.throws(() => filter.protobuf(messageField(2, messageField(2, messageField(7, varintField(1, 1)))), 'Pod', context()), ProtobufError, 'env name not a string')
+  t.throws(
+    () => filter.protobuf(messageField(2, messageField(2, messageField(7, varintField(1, 1)))), 'Pod', context()),
+    ProtobufError,
+    'env name not a string',
+  )
   t.throws(() => filter.protobuf(messageField(2, messageField(34, varintField(1, 1))), 'Pod', context()), ProtobufError, 'ephemeral common not a message')
   const ok = messageField(2, container)
   t.same((decodeObject(filter.protobuf(ok, 'Pod', context())!, 'v1', 'Pod') as Json).spec.containers[0].env, [{ name: HOST, value: hub.host }])
   const twice = messageField(2, messageField(2, messageField(7, stringField(1, PORT), stringField(2, 'a'), stringField(2, 'b'))))
-  t.same((decodeObject(filter.protobuf(twice, 'Pod', context())!, 'v1', 'Pod') as Json).spec.containers[0].env, [{ name: PORT, value: '10268' }], 'a value written twice: one left')
+  t.same(
+    (decodeObject(filter.protobuf(twice, 'Pod', context())!, 'v1', 'Pod') as Json).spec.containers[0].env,
+    [{ name: PORT, value: '10268' }],
+    'a value written twice: one left',
+  )
   t.equal(filter.protobuf(ok, 'Service', context()), ok, 'another kind')
 })
 
 t.test('fuzz', async t => {
   const pod = podWith([{ name: HOST, value: 'a' }], [{ name: PORT, value: '1' }], [{ name: HOST }])
-  const small = { kind: 'Pod', apiVersion: 'v1', metadata: { name: 'p' }, spec: { containers: [{ name: 'c', env: [{ name: HOST, value: 'a' }, { name: PORT, value: '1' }] }] } }
-  fuzzJson(t, filter, [small, { ...small, spec: { ...small.spec, initContainers: small.spec.containers, ephemeralContainers: small.spec.containers } }], [context(), context({ hub: { host: '', port: 0 } })])
+  const small = {
+    kind: 'Pod',
+    apiVersion: 'v1',
+    metadata: { name: 'p' },
+    spec: {
+      containers: [
+        {
+          name: 'c',
+          env: [
+            { name: HOST, value: 'a' },
+            { name: PORT, value: '1' },
+          ],
+        },
+      ],
+    },
+  }
+  fuzzJson(
+    t,
+    filter,
+    [small, { ...small, spec: { ...small.spec, initContainers: small.spec.containers, ephemeralContainers: small.spec.containers } }],
+    [context(), context({ hub: { host: '', port: 0 } })],
+  )
   t.doesNotThrow(() => filter.json(deepFreeze(pod), 'Pod', context()))
-  fuzzProtobuf(t, filter, 'Pod', [encodeObject(small, 'v1', 'Pod'), encodeObject({ ...small, spec: { ...small.spec, ephemeralContainers: small.spec.containers } }, 'v1', 'Pod')], context())
+  fuzzProtobuf(
+    t,
+    filter,
+    'Pod',
+    [encodeObject(small, 'v1', 'Pod'), encodeObject({ ...small, spec: { ...small.spec, ephemeralContainers: small.spec.containers } }, 'v1', 'Pod')],
+    context(),
+  )
 })

@@ -27,7 +27,6 @@ function usageError(t: Tap, argv: string[], env: Record<string, string | undefin
   return ''
 }
 
-
 t.test('defaults', async t => {
   const c = config([])
   t.strictSame(c.servers, [])
@@ -111,7 +110,12 @@ const each: [string, string, keyof HubConfig, unknown][] = [
   ['health-successes', '1', 'healthSuccesses', 1],
   ['watch-silence', '90s', 'watchSilenceTimeoutMs', 90_000],
   ['filters', 'servicetopology,masterservice', 'filters', ['servicetopology', 'masterservice']],
-  ['filters', 'all', 'filters', ['servicetopology', 'masterservice', 'serviceenvupdater', 'forwardkubesvctraffic', 'discardcloudservice', 'nodeportisolation', 'inclusterconfig']],
+  [
+    'filters',
+    'all',
+    'filters',
+    ['servicetopology', 'masterservice', 'serviceenvupdater', 'forwardkubesvctraffic', 'discardcloudservice', 'nodeportisolation', 'inclusterconfig'],
+  ],
   ['disable-filters', 'discardcloudservice', 'disabledFilters', ['discardcloudservice']],
   ['filter-components', 'masterservice=kubelet,my-agent', 'filterComponents', { masterservice: ['kubelet', 'my-agent'] }],
   ['advertise-address', '169.254.2.1', 'advertiseAddress', '169.254.2.1'],
@@ -178,7 +182,10 @@ t.test('environment', async t => {
     OUTPOST_LOG_LEVEL: 'warn',
   }
   const c = config([], env)
-  t.strictSame(c.servers.map(u => u.href), ['https://a:6443/', 'https://b:6443/'])
+  t.strictSame(
+    c.servers.map(u => u.href),
+    ['https://a:6443/', 'https://b:6443/'],
+  )
   t.equal(c.kubeconfig, '/etc/kubernetes/kubelet.conf')
   t.equal(c.nodeName, 'kind-worker2')
   t.equal(c.nodePool, 'beijing')
@@ -221,7 +228,11 @@ t.test('flags win over the environment', async t => {
     ],
     env,
   )
-  t.strictSame(c.servers.map(u => u.href), ['https://flag:6443/'], 'flag servers replace, not extend, the env list')
+  t.strictSame(
+    c.servers.map(u => u.href),
+    ['https://flag:6443/'],
+    'flag servers replace, not extend, the env list',
+  )
   t.equal(c.kubeconfig, '/flag/kubeconfig')
   t.equal(c.nodeName, 'flag-node')
   t.equal(c.nodePool, 'flag-pool')
@@ -262,7 +273,11 @@ t.test('errors are one-line UsageErrors', async t => {
     [['--port', '10267'], {}, '--port and --admin-port are both 10267; they must differ'],
     [['--server', 'ftp://x'], {}, 'invalid value "ftp://x" for --server: must be an http or https URL with a host, like https://10.0.0.1:6443'],
     [['--server', '10.0.0.1:6443'], {}, 'invalid value "10.0.0.1:6443" for --server: must be an http or https URL with a host, like https://10.0.0.1:6443'],
-    [['--server', 'https://a:6443,not a url'], {}, 'invalid value "not a url" for --server: must be an http or https URL with a host, like https://10.0.0.1:6443'],
+    [
+      ['--server', 'https://a:6443,not a url'],
+      {},
+      'invalid value "not a url" for --server: must be an http or https URL with a host, like https://10.0.0.1:6443',
+    ],
     [['--server', 'https://'], {}, 'invalid value "https://" for --server: must be an http or https URL with a host, like https://10.0.0.1:6443'],
     [['--server', 'https://a:6443/?x=1'], {}, 'invalid value "https://a:6443/?x=1" for --server: must not have a query or fragment'],
     [['--server='], {}, 'invalid value "" for --server: must not be empty'],
@@ -271,33 +286,77 @@ t.test('errors are one-line UsageErrors', async t => {
     [['--bind-address', '1.2.3.4.5'], {}, 'invalid value "1.2.3.4.5" for --bind-address: must be an IP address, like 127.0.0.1 or ::1'],
     [['--health-interval', '5'], {}, 'invalid value "5" for --health-interval: must be a duration like 500ms, 5s or 1m'],
     [['--health-failures', '0'], {}, 'invalid value "0" for --health-failures: must be a whole number of at least 1'],
-    [['--cache-components', 'kube proxy'], {}, 'invalid value "kube proxy" for --cache-components: must be component names (User-Agent up to the first "/") or *'],
+    [
+      ['--cache-components', 'kube proxy'],
+      {},
+      'invalid value "kube proxy" for --cache-components: must be component names (User-Agent up to the first "/") or *',
+    ],
     [['--log-level', 'verbose'], {}, 'invalid value "verbose" for --log-level: must be one of fatal, error, warn, info, debug, trace, silent'],
     [['--log-level', 'INFO'], {}, 'invalid value "INFO" for --log-level: must be one of fatal, error, warn, info, debug, trace, silent'],
-    [['--filters', 'topology'], {}, 'invalid value "topology" for --filters: must be one of servicetopology, masterservice, serviceenvupdater, forwardkubesvctraffic, discardcloudservice, nodeportisolation, inclusterconfig'],
-    [['--disable-filters', 'servicetopology,nope'], {}, 'invalid value "nope" for --disable-filters: must be one of servicetopology, masterservice, serviceenvupdater, forwardkubesvctraffic, discardcloudservice, nodeportisolation, inclusterconfig'],
+    [
+      ['--filters', 'topology'],
+      {},
+      'invalid value "topology" for --filters: must be one of servicetopology, masterservice, serviceenvupdater, forwardkubesvctraffic, discardcloudservice, nodeportisolation, inclusterconfig',
+    ],
+    [
+      ['--disable-filters', 'servicetopology,nope'],
+      {},
+      'invalid value "nope" for --disable-filters: must be one of servicetopology, masterservice, serviceenvupdater, forwardkubesvctraffic, discardcloudservice, nodeportisolation, inclusterconfig',
+    ],
     [['--filter-components', 'kubelet'], {}, 'invalid value "kubelet" for --filter-components: must be FILTER=COMPONENTS, like masterservice=kubelet,my-agent'],
-    [['--filter-components', 'topology=kube-proxy'], {}, 'invalid value "topology" for --filter-components: must be one of servicetopology, masterservice, serviceenvupdater, forwardkubesvctraffic, discardcloudservice, nodeportisolation, inclusterconfig'],
+    [
+      ['--filter-components', 'topology=kube-proxy'],
+      {},
+      'invalid value "topology" for --filter-components: must be one of servicetopology, masterservice, serviceenvupdater, forwardkubesvctraffic, discardcloudservice, nodeportisolation, inclusterconfig',
+    ],
     [['--advertise-address', 'node-1'], {}, 'invalid value "node-1" for --advertise-address: must be an IP address, like 127.0.0.1 or ::1'],
     [['--node-name='], {}, 'invalid value "" for --node-name: must not be empty'],
     [['--node-name', ' '], {}, 'invalid value " " for --node-name: must not be empty'],
-    [['--node-name', 'Kind-Worker2'], {}, 'invalid value "Kind-Worker2" for --node-name: must be a Kubernetes node name: lower-case letters, digits, "-" and ".", at most 253 characters'],
-    [['--node-name', 'a_b'], {}, 'invalid value "a_b" for --node-name: must be a Kubernetes node name: lower-case letters, digits, "-" and ".", at most 253 characters'],
+    [
+      ['--node-name', 'Kind-Worker2'],
+      {},
+      'invalid value "Kind-Worker2" for --node-name: must be a Kubernetes node name: lower-case letters, digits, "-" and ".", at most 253 characters',
+    ],
+    [
+      ['--node-name', 'a_b'],
+      {},
+      'invalid value "a_b" for --node-name: must be a Kubernetes node name: lower-case letters, digits, "-" and ".", at most 253 characters',
+    ],
     [['--nodepool='], {}, 'invalid value "" for --nodepool: must not be empty'],
     [['--nodepool', 'a/b'], {}, 'invalid value "a/b" for --nodepool: must be a label value: letters, digits, "-", "_" and ".", at most 63 characters'],
-    [['--nodepool', 'x'.repeat(64)], {}, `invalid value "${'x'.repeat(64)}" for --nodepool: must be a label value: letters, digits, "-", "_" and ".", at most 63 characters`],
+    [
+      ['--nodepool', 'x'.repeat(64)],
+      {},
+      `invalid value "${'x'.repeat(64)}" for --nodepool: must be a label value: letters, digits, "-", "_" and ".", at most 63 characters`,
+    ],
     [['--kubeconfig='], {}, 'invalid value "" for --kubeconfig: must not be empty'],
     [['--cache-dir='], {}, 'invalid value "" for --cache-dir: must not be empty'],
-    [['--node-name', 'bad\nname'], {}, 'invalid value "bad\\nname" for --node-name: must be a Kubernetes node name: lower-case letters, digits, "-" and ".", at most 253 characters'],
+    [
+      ['--node-name', 'bad\nname'],
+      {},
+      'invalid value "bad\\nname" for --node-name: must be a Kubernetes node name: lower-case letters, digits, "-" and ".", at most 253 characters',
+    ],
     // environment: the variable is named
     [[], { OUTPOST_PORT: 'abc' }, 'invalid value "abc" for OUTPOST_PORT: must be an integer from 1 to 65535'],
     [[], { OUTPOST_ADMIN_PORT: '0' }, 'invalid value "0" for OUTPOST_ADMIN_PORT: must be an integer from 1 to 65535'],
-    [[], { OUTPOST_SERVER: 'https://a:6443,ftp://b' }, 'invalid value "ftp://b" for OUTPOST_SERVER: must be an http or https URL with a host, like https://10.0.0.1:6443'],
+    [
+      [],
+      { OUTPOST_SERVER: 'https://a:6443,ftp://b' },
+      'invalid value "ftp://b" for OUTPOST_SERVER: must be an http or https URL with a host, like https://10.0.0.1:6443',
+    ],
     [[], { OUTPOST_SERVER: ' , ' }, 'invalid value " , " for OUTPOST_SERVER: must not be empty'],
     [[], { OUTPOST_BIND_ADDRESS: 'any' }, 'invalid value "any" for OUTPOST_BIND_ADDRESS: must be an IP address, like 127.0.0.1 or ::1'],
     [[], { OUTPOST_LOG_LEVEL: 'loud' }, 'invalid value "loud" for OUTPOST_LOG_LEVEL: must be one of fatal, error, warn, info, debug, trace, silent'],
-    [[], { OUTPOST_NODE_NAME: 'UPPER' }, 'invalid value "UPPER" for OUTPOST_NODE_NAME: must be a Kubernetes node name: lower-case letters, digits, "-" and ".", at most 253 characters'],
-    [[], { OUTPOST_NODEPOOL: 'a b' }, 'invalid value "a b" for OUTPOST_NODEPOOL: must be a label value: letters, digits, "-", "_" and ".", at most 63 characters'],
+    [
+      [],
+      { OUTPOST_NODE_NAME: 'UPPER' },
+      'invalid value "UPPER" for OUTPOST_NODE_NAME: must be a Kubernetes node name: lower-case letters, digits, "-" and ".", at most 253 characters',
+    ],
+    [
+      [],
+      { OUTPOST_NODEPOOL: 'a b' },
+      'invalid value "a b" for OUTPOST_NODEPOOL: must be a label value: letters, digits, "-", "_" and ".", at most 63 characters',
+    ],
     [[], { OUTPOST_PORT: '10267' }, '--port and --admin-port are both 10267; they must differ'],
   ]
   for (const [argv, env, want] of cases) {
@@ -339,7 +398,10 @@ t.test('usage text', async t => {
   }
   for (const v of ['10261', '10267', '127.0.0.1', '/var/lib/outpost/cache', 'default: info']) t.match(usage, v)
   t.match(usage, /-h, --help/)
-  t.ok(lines.every(l => l.length <= 120), 'lines fit a terminal')
+  t.ok(
+    lines.every(l => l.length <= 120),
+    'lines fit a terminal',
+  )
 })
 
 t.test('the flag table follows its conventions', async t => {

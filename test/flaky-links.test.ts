@@ -16,21 +16,31 @@ const configMap = (name: string) => ({ apiVersion: 'v1', kind: 'ConfigMap', meta
 async function openWatch(url: string) {
   const res = await request(url, { headers: { 'user-agent': kubeletUA } })
   const reader = readWatch(res.body)
-  const state = { status: res.statusCode, headers: res.headers, events: reader.events, get ended() {
-    return !reader.isOpen()
-  } }
+  const state = {
+    status: res.statusCode,
+    headers: res.headers,
+    events: reader.events,
+    get ended() {
+      return !reader.isOpen()
+    },
+  }
   return { state, stop: () => res.body.destroy() }
 }
 
 t.test('a watch answered from the cache during a blip ends as soon as an apiserver answers again', async t => {
   // the hub never declares the cloud offline: the blip is shorter than failures × interval
-  const { simulator, hub, close } = await startHarness({ config: { healthFailures: 1_000_000, healthIntervalMs: 100 }, start: { offlineBookmarkIntervalMs: 100 } })
+  const { simulator, hub, close } = await startHarness({
+    config: { healthFailures: 1_000_000, healthIntervalMs: 100 },
+    start: { offlineBookmarkIntervalMs: 100 },
+  })
   t.teardown(close)
   simulator.create(configMap('a'))
   const list = (await (await request(`${hub.proxyUrl}/api/v1/namespaces/default/configmaps`, { headers: { 'user-agent': kubeletUA } })).body.json()) as any
 
   await simulator.setFault('refuse')
-  const watch = await openWatch(`${hub.proxyUrl}/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true&resourceVersion=${list.metadata.resourceVersion}`)
+  const watch = await openWatch(
+    `${hub.proxyUrl}/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true&resourceVersion=${list.metadata.resourceVersion}`,
+  )
   t.teardown(watch.stop)
   t.equal(watch.state.status, 200)
   t.equal(watch.state.headers['x-outpost-cache'], 'hit', 'answered from the cache')
@@ -64,7 +74,11 @@ t.test('a watch whose link went half-open (a NAT forgot the flow) is ended, and 
   t.teardown(watch.stop)
   simulator.create(configMap('b'))
   await eventually(() => watch.state.events.length === 1, 10_000, 'the first change')
-  t.same(watch.state.events.map(e => e.type), ['ADDED'], 'no BOOKMARK the client did not ask for')
+  t.same(
+    watch.state.events.map(e => e.type),
+    ['ADDED'],
+    'no BOOKMARK the client did not ask for',
+  )
 
   nat.forget()
   await eventually(() => watch.state.ended, 15_000, 'the silent watch to be ended')

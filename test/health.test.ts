@@ -80,7 +80,10 @@ t.test('online before the first round; the first round decides', async t => {
   t.equal(h.state, 'offline', 'one failed first round is enough: no cloud at startup')
   t.notOk(h.serverUp(a))
   t.same(changes, ['offline'])
-  t.ok(lines.some(l => l.msg === 'cloud offline: https://10.0.0.1:6443: connect ECONNREFUSED 10.0.0.1:6443'), 'logged with the reason')
+  t.ok(
+    lines.some(l => l.msg === 'cloud offline: https://10.0.0.1:6443: connect ECONNREFUSED 10.0.0.1:6443'),
+    'logged with the reason',
+  )
 })
 
 t.test('down after N consecutive failed probes, up after M successes, change only on transitions', async t => {
@@ -110,7 +113,10 @@ t.test('down after N consecutive failed probes, up after M successes, change onl
   t.same(changes, ['offline', 'online'])
   t.ok(lines.some(l => l.msg === 'cloud offline: https://10.0.0.1:6443: probe reported unhealthy'))
   t.ok(lines.some(l => l.msg === 'cloud online'))
-  t.ok(lines.every(l => l.level === 30), 'state changes at info')
+  t.ok(
+    lines.every(l => l.level === 30),
+    'state changes at info',
+  )
 })
 
 t.test('a failure in between resets the count', async t => {
@@ -167,7 +173,10 @@ t.test('two servers: online while one is up', async t => {
   t.equal(h.state, 'online')
   h.reportFailure(b, 'ETIMEDOUT')
   t.equal(h.state, 'offline')
-  t.ok(lines.some(l => l.msg === 'cloud offline: https://10.0.0.1:6443: ECONNREFUSED; https://10.0.0.2:6443: ETIMEDOUT'), 'every server with its reason')
+  t.ok(
+    lines.some(l => l.msg === 'cloud offline: https://10.0.0.1:6443: ECONNREFUSED; https://10.0.0.2:6443: ETIMEDOUT'),
+    'every server with its reason',
+  )
   h.reportSuccess(b)
   t.equal(h.state, 'online')
   t.same(changes, ['offline', 'online'])
@@ -239,7 +248,10 @@ t.test('against the simulator: refuse → offline, none → online', async t => 
   t.equal(h.state, 'online')
   await sim.setFault('refuse')
   await eventually(() => h.state === 'offline', 'offline while refused')
-  t.ok(lines.some(l => /^cloud offline: http:\/\/127\.0\.0\.1:\d+: .*ECONNREFUSED/.test(l.msg)), 'reason names the refusal')
+  t.ok(
+    lines.some(l => /^cloud offline: http:\/\/127\.0\.0\.1:\d+: .*ECONNREFUSED/.test(l.msg)),
+    'reason names the refusal',
+  )
   await sim.setFault('none')
   await eventually(() => h.state === 'online', 'online again')
   t.same(changes, ['offline', 'online'])

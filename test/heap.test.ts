@@ -39,7 +39,11 @@ function run(nodeArgs: string[], churn = false): { returned: string; factors: st
       : []),
     'console.log("returned", returned.join(",") || "nothing", held.length)',
   ].join('\n')
-  const result = spawnSync(process.execPath, ['--max-old-space-size=256', '--expose-gc', '--trace-gc', '--trace-gc-verbose', ...nodeArgs, '--import', 'tsx', '--input-type=module', '-e', script], { cwd: root, encoding: 'utf8' })
+  const result = spawnSync(
+    process.execPath,
+    ['--max-old-space-size=256', '--expose-gc', '--trace-gc', '--trace-gc-verbose', ...nodeArgs, '--import', 'tsx', '--input-type=module', '-e', script],
+    { cwd: root, encoding: 'utf8' },
+  )
   if (result.status !== 0) throw new Error(`node exited ${result.status}: ${result.stderr}`)
   const returned = /^returned (\S+)/m.exec(result.stdout)?.[1] ?? ''
   const markCompacts = [...result.stdout.matchAll(/: Mark-Compact /g)].length
@@ -58,7 +62,10 @@ t.test('the hub sets the factor to 1 + heapGrowingPercent / 100', async t => {
   const { returned, factors } = run([])
   t.equal(returned, `${growth},${noConcurrentMarking}`)
   t.ok(factors.length > 0, 'V8 reported a limit')
-  t.ok(factors.every(f => Number(f) === 1 + heapGrowingPercent / 100), `factors ${factors.join(', ')}`)
+  t.ok(
+    factors.every(f => Number(f) === 1 + heapGrowingPercent / 100),
+    `factors ${factors.join(', ')}`,
+  )
 })
 
 t.test("a value on node's command line wins, spelled with '-' or '_'", async t => {

@@ -57,53 +57,60 @@ const fromHubReflector = (r: LoggedRequest) => String(r.headers['user-agent'] ??
 // what the hub asks for on its own whatever the clients do: health probes, the topology source's Nodes and Services
 const background = new Set(['/readyz', '/healthz', '/livez', '/api/v1/nodes', '/api/v1/services'])
 
-t.test("the issue's path: relayed as the apiserver reads it, no ConfigMap list is made or kept as Services, kube-proxy's Services survive an offline restart", async t => {
-  const h = await startHarness({ demo: true })
-  let second: Hub | undefined
-  t.teardown(async () => {
-    await second?.close()
-    await h.close()
-  })
-  h.simulator.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'decoy-1', namespace: 'atk19' }, data: { a: '1' } })
-  h.simulator.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'decoy-2', namespace: 'atk19' }, data: { b: '2' } })
-  const services = h.simulator
-    .list('v1', 'Service')
-    .map((s: any) => `${s.metadata.namespace}/${s.metadata.name}`)
-    .sort()
-  t.ok(services.length >= 3, `the demo cluster has Services (${services.join(', ')})`)
+t.test(
+  "the issue's path: relayed as the apiserver reads it, no ConfigMap list is made or kept as Services, kube-proxy's Services survive an offline restart",
+  async t => {
+    const h = await startHarness({ demo: true })
+    let second: Hub | undefined
+    t.teardown(async () => {
+      await second?.close()
+      await h.close()
+    })
+    h.simulator.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'decoy-1', namespace: 'atk19' }, data: { a: '1' } })
+    h.simulator.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'decoy-2', namespace: 'atk19' }, data: { b: '2' } })
+    const services = h.simulator
+      .list('v1', 'Service')
+      .map((s: any) => `${s.metadata.namespace}/${s.metadata.name}`)
+      .sort()
+    t.ok(services.length >= 3, `the demo cluster has Services (${services.join(', ')})`)
 
-  // kube-proxy lists every Service (a shared watch cache, recorded whole)
-  const before = await rawGet(h.url, '/api/v1/services?limit=500&resourceVersion=0', kubeProxy)
-  t.equal(before.status, 200)
-  t.equal(before.body.kind, 'ServiceList')
+    // kube-proxy lists every Service (a shared watch cache, recorded whole)
+    const before = await rawGet(h.url, '/api/v1/services?limit=500&resourceVersion=0', kubeProxy)
+    t.equal(before.status, 200)
+    t.equal(before.body.kind, 'ServiceList')
 
-  const attack = await rawGet(h.url, '/api/v1/namespaces/atk19%2Fconfigmaps%3Fx%3D/services', kubeProxy)
-  t.equal(attack.status, 404, "kube-apiserver's answer: it reads namespace atk19, resource 'configmaps?x=', name services, and serves no such resource")
-  t.same(attack.body, notFoundRoute)
-  t.equal(h.simulator.countRequests(r => r.path.startsWith('/api/v1/namespaces/atk19/configmaps') && r.verb === 'list'), 0, 'nobody listed ConfigMaps upstream')
-  t.same(
-    h.simulator.requests.filter(r => r.path.startsWith('/api/v1/namespaces/atk19')).map(r => ({ url: r.url, agent: r.headers['user-agent'] })),
-    [{ url: '/api/v1/namespaces/atk19/configmaps%3Fx=/services', agent: kubeProxy }],
-    'what went upstream is the one request, re-encoded from what the hub read, as the client sent it',
-  )
+    const attack = await rawGet(h.url, '/api/v1/namespaces/atk19%2Fconfigmaps%3Fx%3D/services', kubeProxy)
+    t.equal(attack.status, 404, "kube-apiserver's answer: it reads namespace atk19, resource 'configmaps?x=', name services, and serves no such resource")
+    t.same(attack.body, notFoundRoute)
+    t.equal(
+      h.simulator.countRequests(r => r.path.startsWith('/api/v1/namespaces/atk19/configmaps') && r.verb === 'list'),
+      0,
+      'nobody listed ConfigMaps upstream',
+    )
+    t.same(
+      h.simulator.requests.filter(r => r.path.startsWith('/api/v1/namespaces/atk19')).map(r => ({ url: r.url, agent: r.headers['user-agent'] })),
+      [{ url: '/api/v1/namespaces/atk19/configmaps%3Fx=/services', agent: kubeProxy }],
+      'what went upstream is the one request, re-encoded from what the hub read, as the client sent it',
+    )
 
-  const cache = await debugCache(h.hub)
-  t.notMatch(JSON.stringify(cache), /atk19/, 'no watch cache, scope or collection for it')
-  const sharedServices = cache.collections.filter((c: any) => c.resource === 'services.v1.core')
-  t.ok(sharedServices.length > 0, 'the Services kube-proxy listed are cached')
-  for (const c of sharedServices) t.equal(c.kind, 'Service', `${c.component}'s services hold Services only`)
+    const cache = await debugCache(h.hub)
+    t.notMatch(JSON.stringify(cache), /atk19/, 'no watch cache, scope or collection for it')
+    const sharedServices = cache.collections.filter((c: any) => c.resource === 'services.v1.core')
+    t.ok(sharedServices.length > 0, 'the Services kube-proxy listed are cached')
+    for (const c of sharedServices) t.equal(c.kind, 'Service', `${c.component}'s services hold Services only`)
 
-  // the cloud goes away and the hub restarts on the same cache dir
-  await goDark(h)
-  await h.hub.close()
-  second = await startHub(hubConfig([h.simulator.url], { cacheDir: h.cacheDir }), { logger: quietLogger() })
-  const restarted = second
-  await eventually(() => restarted.health.state === 'offline', 10_000, 'the restarted hub to find the cloud away')
-  const after = await rawGet(second.proxyUrl, '/api/v1/services?limit=500&resourceVersion=0', kubeProxy)
-  t.equal(after.status, 200, "kube-proxy's list of all Services, offline after a restart")
-  t.equal(after.body.kind, 'ServiceList')
-  t.same(after.body.items.map((s: any) => `${s.metadata.namespace}/${s.metadata.name}`).sort(), services, 'exactly the real Services')
-})
+    // the cloud goes away and the hub restarts on the same cache dir
+    await goDark(h)
+    await h.hub.close()
+    second = await startHub(hubConfig([h.simulator.url], { cacheDir: h.cacheDir }), { logger: quietLogger() })
+    const restarted = second
+    await eventually(() => restarted.health.state === 'offline', 10_000, 'the restarted hub to find the cloud away')
+    const after = await rawGet(second.proxyUrl, '/api/v1/services?limit=500&resourceVersion=0', kubeProxy)
+    t.equal(after.status, 200, "kube-proxy's list of all Services, offline after a restart")
+    t.equal(after.body.kind, 'ServiceList')
+    t.same(after.body.items.map((s: any) => `${s.metadata.namespace}/${s.metadata.name}`).sort(), services, 'exactly the real Services')
+  },
+)
 
 interface HostileRow {
   name: string
@@ -202,7 +209,11 @@ const rows: HostileRow[] = [
     path: '/api/v1/watch',
     userAgent: kubelet,
     status: 500,
-    want: { kind: 'Status', reason: 'InternalError', message: 'Internal Server Error: "/api/v1/watch": failed to create RequestInfo: unable to determine kind and namespace from url, /api/v1/watch' },
+    want: {
+      kind: 'Status',
+      reason: 'InternalError',
+      message: 'Internal Server Error: "/api/v1/watch": failed to create RequestInfo: unable to determine kind and namespace from url, /api/v1/watch',
+    },
     upstream: null,
   },
   {

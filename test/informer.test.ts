@@ -9,9 +9,7 @@ t.test('an informer through the hub sees ADDED, MODIFIED and DELETED', async t =
   t.teardown(() => h.close())
   const kc = kubeConfigFor(h.url)
   const core = kc.makeApiClient(k8s.CoreV1Api)
-  const informer = k8s.makeInformer(kc, '/api/v1/namespaces/default/configmaps', () =>
-    core.listNamespacedConfigMap({ namespace: 'default' }),
-  )
+  const informer = k8s.makeInformer(kc, '/api/v1/namespaces/default/configmaps', () => core.listNamespacedConfigMap({ namespace: 'default' }))
   const seen: string[] = []
   informer.on('add', cm => seen.push(`add ${cm.metadata?.name} ${cm.data?.v ?? ''}`))
   informer.on('update', cm => seen.push(`update ${cm.metadata?.name} ${cm.data?.v ?? ''}`))
@@ -26,6 +24,16 @@ t.test('an informer through the hub sees ADDED, MODIFIED and DELETED', async t =
   await eventually(() => seen.includes('update inf 2'), 10_000, 'MODIFIED')
   h.simulator.remove('v1', 'ConfigMap', 'default', 'inf')
   await eventually(() => seen.includes('delete inf'), 10_000, 'DELETED')
-  t.same(seen.filter(s => s.includes(' inf')), ['add inf 1', 'update inf 2', 'delete inf'])
-  t.same(informer.list('default').map(o => o.metadata?.name).filter(n => n === 'inf'), [], 'the store no longer holds it')
+  t.same(
+    seen.filter(s => s.includes(' inf')),
+    ['add inf 1', 'update inf 2', 'delete inf'],
+  )
+  t.same(
+    informer
+      .list('default')
+      .map(o => o.metadata?.name)
+      .filter(n => n === 'inf'),
+    [],
+    'the store no longer holds it',
+  )
 })

@@ -174,7 +174,9 @@ t.test('token and tokenFile', async t => {
   creds = await loadKubeconfig(await write(dir, kubeconfig(cluster, { token: 'inline-token', tokenFile: 'token' })))
   t.equal(creds.token, 'inline-token', 'an inline token wins over tokenFile, as in client-go')
 
-  creds = await loadKubeconfig(await write(dir, kubeconfig(cluster, { tokenFile: 'token', 'client-certificate-data': b64(pki.client.cert), 'client-key-data': b64(pki.client.key) })))
+  creds = await loadKubeconfig(
+    await write(dir, kubeconfig(cluster, { tokenFile: 'token', 'client-certificate-data': b64(pki.client.cert), 'client-key-data': b64(pki.client.key) })),
+  )
   t.equal(creds.token, TOKEN, 'a token beside a client certificate')
   t.equal(creds.cert?.toString(), pki.client.cert)
 })
@@ -193,7 +195,15 @@ t.test('cluster settings', async t => {
 
   // base64 wrapped over lines, as some tools write it
   const wrapped = b64(pki.ca.cert).replace(/(.{64})/g, '$1\n')
-  creds = await loadKubeconfig(await write(dir, `apiVersion: v1\ncurrent-context: ctx\nclusters:\n- name: c\n  cluster:\n    certificate-authority-data: |\n${wrapped.split('\n').map(l => `      ${l}`).join('\n')}\ncontexts:\n- name: ctx\n  context:\n    cluster: c\n`))
+  creds = await loadKubeconfig(
+    await write(
+      dir,
+      `apiVersion: v1\ncurrent-context: ctx\nclusters:\n- name: c\n  cluster:\n    certificate-authority-data: |\n${wrapped
+        .split('\n')
+        .map(l => `      ${l}`)
+        .join('\n')}\ncontexts:\n- name: ctx\n  context:\n    cluster: c\n`,
+    ),
+  )
   t.equal(creds.ca?.toString(), pki.ca.cert, 'base64 over several lines')
 })
 
@@ -230,7 +240,11 @@ t.test('errors name the file and the problem, never a secret', async t => {
   const server = 'https://127.0.0.1:6443'
   const secretB64 = b64(`-----BEGIN PRIVATE KEY-----\nSECRET\n-----END PRIVATE KEY-----\n`)
   const cases: [string, unknown, RegExp][] = [
-    ['invalid YAML with a token in it', `current-context: ctx\nusers:\n- name: u\n  user:\n    token: SECRET: [\n`, /^not valid YAML at line \d+, column \d+ \([A-Z_]+\)$/],
+    [
+      'invalid YAML with a token in it',
+      `current-context: ctx\nusers:\n- name: u\n  user:\n    token: SECRET: [\n`,
+      /^not valid YAML at line \d+, column \d+ \([A-Z_]+\)$/,
+    ],
     ['not a mapping', '- a\n- b\n', /^not a kubeconfig/],
     ['empty file', '', /^not a kubeconfig/],
     ['no current-context', { ...kubeconfig({ server }), 'current-context': undefined }, /^no current-context set$/],
@@ -240,23 +254,71 @@ t.test('errors name the file and the problem, never a secret', async t => {
     ['cluster not found', { ...kubeconfig({ server }), clusters: [] }, /^cluster "c" \(of context "ctx"\) not found in clusters$/],
     ['context without cluster', { ...kubeconfig({ server }), contexts: [{ name: 'ctx', context: { user: 'u' } }] }, /^context "ctx" names no cluster$/],
     ['user not found', { ...kubeconfig({ server }, { token: 'SECRET' }), users: [] }, /^user "u" \(of context "ctx"\) not found in users$/],
-    ['bad base64', kubeconfig({ server }, { 'client-certificate-data': b64(pki.client.cert), 'client-key-data': 'SECRET!!not*base64' }), /^client-key-data of user "u" is not valid base64$/],
+    [
+      'bad base64',
+      kubeconfig({ server }, { 'client-certificate-data': b64(pki.client.cert), 'client-key-data': 'SECRET!!not*base64' }),
+      /^client-key-data of user "u" is not valid base64$/,
+    ],
     ['bad base64 length', kubeconfig({ server, 'certificate-authority-data': 'abc' }), /^certificate-authority-data of cluster "c" is not valid base64$/],
-    ['data that is not PEM', kubeconfig({ server }, { 'client-certificate-data': b64(pki.client.cert), 'client-key-data': b64('SECRET') }), /^client-key-data of user "u" holds no PEM private key$/],
-    ['CA data that is PEM text, not base64', kubeconfig({ server, 'certificate-authority-data': pki.ca.cert }), /^certificate-authority-data of cluster "c" is not valid base64$/],
-    ['double base64', kubeconfig({ server, 'certificate-authority-data': b64(b64(pki.ca.cert)) }), /^certificate-authority-data of cluster "c" holds no PEM certificate$/],
-    ['missing CA file', kubeconfig({ server, 'certificate-authority': 'pki/nope.crt' }), /^cannot read certificate-authority file .*\/pki\/nope\.crt of cluster "c": no such file or directory \(ENOENT\)$/],
-    ['missing key file', kubeconfig({ server }, { 'client-certificate-data': b64(pki.client.cert), 'client-key': 'missing.key' }), /^cannot read client-key file .*\/missing\.key of user "u": no such file or directory \(ENOENT\)$/],
-    ['key file is a directory', kubeconfig({ server }, { 'client-certificate-data': b64(pki.client.cert), 'client-key': '.' }), /^cannot read client-key file .* of user "u": illegal operation on a directory \(EISDIR\)$/],
-    ['missing tokenFile', kubeconfig({ server }, { tokenFile: 'no-token' }), /^cannot read tokenFile .*\/no-token of user "u": no such file or directory \(ENOENT\)$/],
+    [
+      'data that is not PEM',
+      kubeconfig({ server }, { 'client-certificate-data': b64(pki.client.cert), 'client-key-data': b64('SECRET') }),
+      /^client-key-data of user "u" holds no PEM private key$/,
+    ],
+    [
+      'CA data that is PEM text, not base64',
+      kubeconfig({ server, 'certificate-authority-data': pki.ca.cert }),
+      /^certificate-authority-data of cluster "c" is not valid base64$/,
+    ],
+    [
+      'double base64',
+      kubeconfig({ server, 'certificate-authority-data': b64(b64(pki.ca.cert)) }),
+      /^certificate-authority-data of cluster "c" holds no PEM certificate$/,
+    ],
+    [
+      'missing CA file',
+      kubeconfig({ server, 'certificate-authority': 'pki/nope.crt' }),
+      /^cannot read certificate-authority file .*\/pki\/nope\.crt of cluster "c": no such file or directory \(ENOENT\)$/,
+    ],
+    [
+      'missing key file',
+      kubeconfig({ server }, { 'client-certificate-data': b64(pki.client.cert), 'client-key': 'missing.key' }),
+      /^cannot read client-key file .*\/missing\.key of user "u": no such file or directory \(ENOENT\)$/,
+    ],
+    [
+      'key file is a directory',
+      kubeconfig({ server }, { 'client-certificate-data': b64(pki.client.cert), 'client-key': '.' }),
+      /^cannot read client-key file .* of user "u": illegal operation on a directory \(EISDIR\)$/,
+    ],
+    [
+      'missing tokenFile',
+      kubeconfig({ server }, { tokenFile: 'no-token' }),
+      /^cannot read tokenFile .*\/no-token of user "u": no such file or directory \(ENOENT\)$/,
+    ],
     ['empty tokenFile', kubeconfig({ server }, { tokenFile: 'empty-token' }), /^tokenFile .*\/empty-token of user "u" is empty$/],
-    ['certificate without key', kubeconfig({ server }, { 'client-certificate-data': b64(pki.client.cert) }), /^user "u" has a client certificate but no client key$/],
+    [
+      'certificate without key',
+      kubeconfig({ server }, { 'client-certificate-data': b64(pki.client.cert) }),
+      /^user "u" has a client certificate but no client key$/,
+    ],
     ['key without certificate', kubeconfig({ server }, { 'client-key-data': secretB64 }), /^user "u" has a client key but no client certificate$/],
-    ['both data and file', kubeconfig({ server, 'certificate-authority': 'ca.crt', 'certificate-authority-data': b64(pki.ca.cert) }), /^cluster "c" sets both certificate-authority and certificate-authority-data; use one$/],
-    ['exec plugin', kubeconfig({ server }, { exec: { command: 'aws', args: ['SECRET'] } }), /^user "u" uses exec, which outpost does not support; use a client certificate or a token$/],
+    [
+      'both data and file',
+      kubeconfig({ server, 'certificate-authority': 'ca.crt', 'certificate-authority-data': b64(pki.ca.cert) }),
+      /^cluster "c" sets both certificate-authority and certificate-authority-data; use one$/,
+    ],
+    [
+      'exec plugin',
+      kubeconfig({ server }, { exec: { command: 'aws', args: ['SECRET'] } }),
+      /^user "u" uses exec, which outpost does not support; use a client certificate or a token$/,
+    ],
     ['auth-provider', kubeconfig({ server }, { 'auth-provider': { name: 'oidc' } }), /^user "u" uses auth-provider, which outpost does not support/],
     ['basic auth', kubeconfig({ server }, { username: 'admin', password: 'SECRET' }), /^user "u" uses username, which outpost does not support/],
-    ['insecure with a CA', kubeconfig({ server, 'insecure-skip-tls-verify': true, 'certificate-authority-data': b64(pki.ca.cert) }), /^cluster "c" sets both insecure-skip-tls-verify and a certificate authority; use one$/],
+    [
+      'insecure with a CA',
+      kubeconfig({ server, 'insecure-skip-tls-verify': true, 'certificate-authority-data': b64(pki.ca.cert) }),
+      /^cluster "c" sets both insecure-skip-tls-verify and a certificate authority; use one$/,
+    ],
     ['insecure not a boolean', kubeconfig({ server, 'insecure-skip-tls-verify': 'yes' }), /^insecure-skip-tls-verify of cluster "c" must be true or false$/],
     ['server not a URL', kubeconfig({ server: '10.0.0.1:6443' }), /^server of cluster "c" is not an http or https URL$/],
     ['token not a string', kubeconfig({ server }, { token: 12345 }), /^token of user "u" must be a string$/],

@@ -16,10 +16,7 @@ t.test('kubectl get, get -o json and get -w through the hub', async t => {
   const nodes = await kubectl(h.url, ['get', 'nodes', '-o', 'json'])
   t.equal(nodes.code, 0, nodes.stderr)
   const list = JSON.parse(nodes.stdout)
-  t.same(
-    list.items.map((n: any) => n.metadata.name).sort(),
-    ['kind-control-plane', 'kind-worker', 'kind-worker2', 'kind-worker3'],
-  )
+  t.same(list.items.map((n: any) => n.metadata.name).sort(), ['kind-control-plane', 'kind-worker', 'kind-worker2', 'kind-worker3'])
   t.equal(list.items.find((n: any) => n.metadata.name === 'kind-worker2').metadata.labels['apps.openyurt.io/nodepool'], 'shanghai')
 
   const missing = await kubectl(h.url, ['get', 'service', 'no-such-service'])
@@ -39,7 +36,10 @@ t.test('kubectl offline: what it read through the hub, it can read again with th
   t.teardown(() => h.close())
   const online = await kubectl(h.url, ['get', 'configmaps', '-n', 'default', '-o', 'json'])
   t.equal(online.code, 0, online.stderr)
-  const names = (out: string) => JSON.parse(out).items.map((i: any) => i.metadata.name).sort()
+  const names = (out: string) =>
+    JSON.parse(out)
+      .items.map((i: any) => i.metadata.name)
+      .sort()
 
   await h.simulator.setFault('refuse')
   await eventually(() => h.hub.health.state === 'offline', 10_000, 'offline')

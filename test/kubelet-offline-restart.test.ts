@@ -13,12 +13,16 @@ import { kubectl } from './helpers/kubectl.ts'
 
 const node = 'edge-1'
 
-t.test("kubelet restarted with the cloud away reads its Lease, its CSINode and its empty lists, and renews", async t => {
+t.test('kubelet restarted with the cloud away reads its Lease, its CSINode and its empty lists, and renews', async t => {
   const h = await startHarness({ config: { nodeName: node } })
   t.teardown(() => h.close())
   const start = await firstStart(h.url, node)
   t.teardown(() => start.informers.stop())
-  t.same([start.leaseGet.status, start.leaseCreate.status, start.csiNodeGet.status, start.csiNodeCreate.status], [404, 201, 404, 201], 'first start: 404, then created')
+  t.same(
+    [start.leaseGet.status, start.leaseCreate.status, start.csiNodeGet.status, start.csiNodeCreate.status],
+    [404, 201, 404, 201],
+    'first start: 404, then created',
+  )
   t.same([start.informers.csiDrivers.status, start.informers.runtimeClasses.status], [200, 200], 'the informers listed')
   let lease = start.leaseCreate.body
   for (let i = 1; i <= 2; i++) {
@@ -45,7 +49,11 @@ t.test("kubelet restarted with the cloud away reads its Lease, its CSINode and i
     )
     t.equal(after.lease.body?.spec?.renewTime, lease.spec.renewTime, `${format}: at the last renewal the apiserver acknowledged`)
     t.equal(after.lease.body?.metadata?.resourceVersion, lease.metadata.resourceVersion)
-    t.same({ status: after.csiNode.status, kind: after.csiNode.kind, apiVersion: after.csiNode.apiVersion }, { status: 200, kind: 'CSINode', apiVersion: 'storage.k8s.io/v1' }, `${format}: the CSINode kubelet created`)
+    t.same(
+      { status: after.csiNode.status, kind: after.csiNode.kind, apiVersion: after.csiNode.apiVersion },
+      { status: 200, kind: 'CSINode', apiVersion: 'storage.k8s.io/v1' },
+      `${format}: the CSINode kubelet created`,
+    )
     t.same(
       [after.csiDrivers.status, after.csiDrivers.kind, after.csiDrivers.apiVersion, after.csiDrivers.body?.items?.length ?? -1],
       [200, 'CSIDriverList', 'storage.k8s.io/v1', 0],

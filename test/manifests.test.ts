@@ -217,9 +217,7 @@ t.test('static pod: volumes for every path it reads or writes', async t => {
   t.equal(hostPath('/var/lib/kubelet/pki')?.hostPath.type, 'Directory', 'hostPath /var/lib/kubelet/pki')
 
   const mountOf = (file: string) =>
-    mounts
-      .filter(m => file === m.mountPath || file.startsWith(m.mountPath.replace(/\/?$/, '/')))
-      .sort((a, b) => b.mountPath.length - a.mountPath.length)[0]
+    mounts.filter(m => file === m.mountPath || file.startsWith(m.mountPath.replace(/\/?$/, '/'))).sort((a, b) => b.mountPath.length - a.mountPath.length)[0]
   const check = (file: string, access: 'read' | 'write', hostDir?: string) => {
     const m = mountOf(file)
     t.ok(m, `${file} is under a volume mount`)
@@ -272,7 +270,10 @@ t.test('static pod: Node starts with its NODE_OPTIONS and malloc settings', asyn
   // Node refuses to start on an option NODE_OPTIONS does not allow, and the pod would crash-loop
   const runtime = productionRuntimeEnv() // what the bench runs the hub with, too
   t.match(runtime.NODE_OPTIONS, /--max-semi-space-size=\d+/, 'the young generation is bounded')
-  const run = spawnSync(process.execPath, ['-e', 'process.stdout.write(JSON.stringify(require("v8").getHeapStatistics().heap_size_limit))'], { encoding: 'utf8', env: { ...process.env, ...runtime } })
+  const run = spawnSync(process.execPath, ['-e', 'process.stdout.write(JSON.stringify(require("v8").getHeapStatistics().heap_size_limit))'], {
+    encoding: 'utf8',
+    env: { ...process.env, ...runtime },
+  })
   t.equal(run.status, 0, run.stderr)
   const limitMiB = Number(run.stdout) / 2 ** 20
   const oldMiB = Number(/--max-old-space-size=(\d+)/.exec(runtime.NODE_OPTIONS)?.[1])
@@ -290,7 +291,10 @@ t.test('static pod: security context', async t => {
   // the comments inside the container's securityContext block say why it is root
   const text = readFileSync(path.join(manifestsDir, 'outpost-static-pod.yaml'), 'utf8')
   const block = /\n(\s+)securityContext:\n((?:\1\s+.*\n)+)/.exec(text)?.[2] ?? ''
-  const comments = block.split('\n').filter(line => line.trim().startsWith('#')).join('\n')
+  const comments = block
+    .split('\n')
+    .filter(line => line.trim().startsWith('#'))
+    .join('\n')
   t.match(comments, /root/, 'a comment says why it runs as root')
   t.match(comments, /kubelet-client-current\.pem/, "and names the kubelet's key")
 })
@@ -371,7 +375,10 @@ t.test("kubelet's kubeconfig points at the hub, with no credentials", async t =>
   t.equal(kc.getCurrentCluster()?.server, 'http://127.0.0.1:10261')
   t.equal(kc.getCurrentCluster()?.server, hubUrl(), "the static pod's --bind-address and --port")
   const user = kc.getCurrentUser()
-  t.notOk(user?.token || user?.certFile || user?.certData || user?.keyFile || user?.keyData || user?.exec || user?.authProvider, 'no credentials: the hub adds the node identity')
+  t.notOk(
+    user?.token || user?.certFile || user?.certData || user?.keyFile || user?.keyData || user?.exec || user?.authProvider,
+    'no credentials: the hub adds the node identity',
+  )
   t.strictSame(doc.users ?? [], [], 'no users')
 })
 

@@ -69,7 +69,7 @@ t.test('watch cache: a relist older than its version is a new history: taken as 
   await settled()
   await cache.replace([svc('a', 3), svc('c', 4)], '8', 'json', { kind: 'Service', apiVersion: 'v1' })
   t.same(versions(cache), ['a@3', 'c@4'], "the restored history's objects, older copies included")
-  t.equal(cache.resourceVersion, 8n, 'at the new history\'s version')
+  t.equal(cache.resourceVersion, 8n, "at the new history's version")
   t.equal(watcher.expired.length, 1, 'the watcher is told to list again')
   t.match(watcher.expired[0], /history went back from 20 to 8/)
   t.equal(cache.eventsAfter(5n), 'expired', 'nothing before the new history can be resumed from')
@@ -93,7 +93,12 @@ t.test('store: newest wins for gets, events and deletions; a list naming one twi
   t.equal((await store.get(configmaps, 'default', 'a'))?.resourceVersion, '10', 'a get of an older copy does not replace')
   await store.remove(configmaps, 'default', 'a', undefined, '8')
   t.ok(await store.get(configmaps, 'default', 'a'), 'a deletion older than the copy held (made again since) removes nothing')
-  await store.replaceScope(configmaps, all, { items: [cm('b', 3), cm('b', 5), cm('b', 4), cm('a', 10)], kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '12' })
+  await store.replaceScope(configmaps, all, {
+    items: [cm('b', 3), cm('b', 5), cm('b', 4), cm('a', 10)],
+    kind: 'ConfigMap',
+    apiVersion: 'v1',
+    resourceVersion: '12',
+  })
   t.equal((await store.get(configmaps, 'default', 'b'))?.resourceVersion, '5')
   t.equal(store.stats.olderIgnored, 2, 'the older get and the older deletion')
 })
@@ -120,7 +125,11 @@ t.test("store: a list older than what its scope has seen replaces the scope, and
   await store.put(configmaps, cm('z', 21), here)
   await store.replaceScope(configmaps, here, { items: [cm('a', 4, 'restored'), cm('b', 6)], kind: 'ConfigMap', apiVersion: 'v1', resourceVersion: '8' })
   const listed = (await store.list(configmaps, here))!
-  t.same(listed.items.map(o => `${o.name}@${o.resourceVersion}`), ['a@4', 'b@6'], "the restored history's objects, the newer copy replaced")
+  t.same(
+    listed.items.map(o => `${o.name}@${o.resourceVersion}`),
+    ['a@4', 'b@6'],
+    "the restored history's objects, the newer copy replaced",
+  )
   t.equal(listed.resourceVersion, '8', "the list's version is the new history's")
   t.ok(listed.complete)
   t.notOk((await store.list(configmaps, elsewhere))!.complete, 'a scope listed in the old history is no longer whole')
@@ -136,10 +145,18 @@ t.test("store: a collection takes only its resource's kind, lists included, empt
   await t.rejects(store.put(key, cm('x', 12)), RejectedError)
   const slices: ResourceKey = { component: 'kube-proxy', group: 'discovery.k8s.io', version: 'v1', resource: 'endpointslices' }
   await t.rejects(store.put(slices, svc('b', 13)), /apiVersion "v1" is not discovery.k8s.io\/v1/)
-  t.same((await store.list(key, all))!.items.map(o => o.name), ['a'], 'the Services are untouched')
+  t.same(
+    (await store.list(key, all))!.items.map(o => o.name),
+    ['a'],
+    'the Services are untouched',
+  )
   t.equal(store.stats.rejectedKind, 3)
   const crds: ResourceKey = { component: 'kubelet', group: 'apps.openyurt.io', version: 'v1beta1', resource: 'nodepools' }
   await store.replaceScope(crds, all, { items: [], kind: 'NodePool', apiVersion: 'apps.openyurt.io/v1beta1', resourceVersion: '3' })
   t.equal(store.find(crds)!.kind, 'NodePool', 'a resource the hub has no table for takes the kind its first answer names')
-  await t.rejects(store.replaceScope(crds, all, { items: [], kind: 'Other', apiVersion: 'apps.openyurt.io/v1beta1', resourceVersion: '4' }), RejectedError, 'and keeps it')
+  await t.rejects(
+    store.replaceScope(crds, all, { items: [], kind: 'Other', apiVersion: 'apps.openyurt.io/v1beta1', resourceVersion: '4' }),
+    RejectedError,
+    'and keeps it',
+  )
 })

@@ -27,7 +27,12 @@ async function getJson(url: string, headers: Record<string, string> = {}) {
 }
 
 /** The first `count` frames of a watch, then the connection is dropped. */
-async function watchFrames(url: string, headers: Record<string, string>, framing: 'json' | 'protobuf', count: number): Promise<{ status: number; frames: Buffer[] }> {
+async function watchFrames(
+  url: string,
+  headers: Record<string, string>,
+  framing: 'json' | 'protobuf',
+  count: number,
+): Promise<{ status: number; frames: Buffer[] }> {
   const res = await request(url, { headers })
   const frames: Buffer[] = []
   if (res.statusCode !== 200) {
@@ -57,11 +62,15 @@ t.test('offline paging: limit and continue as the apiserver pages, tokens includ
 
   const first = await getJson(`${base}?limit=2`)
   t.equal(first.status, 200)
-  t.same(first.body.items.map((i: any) => i.metadata.name), ['cm-0', 'cm-1'], 'a page, not the whole list')
+  t.same(
+    first.body.items.map((i: any) => i.metadata.name),
+    ['cm-0', 'cm-1'],
+    'a page, not the whole list',
+  )
   t.equal(first.body.metadata.remainingItemCount, 3)
   t.ok(first.body.metadata.continue, 'with a token for the rest')
   const names: string[] = first.body.items.map((i: any) => i.metadata.name)
-  for (let next = first.body.metadata.continue; next; ) {
+  for (let next = first.body.metadata.continue; next;) {
     const page = await getJson(`${base}?limit=2&continue=${encodeURIComponent(next)}`)
     t.equal(page.status, 200)
     names.push(...page.body.items.map((i: any) => i.metadata.name))
@@ -69,7 +78,11 @@ t.test('offline paging: limit and continue as the apiserver pages, tokens includ
   }
   t.same(names, ['cm-0', 'cm-1', 'cm-2', 'cm-3', 'cm-4'], 'the pages join into the list, each object once')
   const resumed = await getJson(`${base}?limit=2&continue=${encodeURIComponent(cloudToken)}`)
-  t.same(resumed.body.items.map((i: any) => i.metadata.name), ['cm-2', 'cm-3'], "a token the cloud issued goes on from the cloud's page")
+  t.same(
+    resumed.body.items.map((i: any) => i.metadata.name),
+    ['cm-2', 'cm-3'],
+    "a token the cloud issued goes on from the cloud's page",
+  )
   const bad = await getJson(`${base}?limit=2&continue=bm90LWEtdG9rZW4`)
   t.equal(bad.status, 400)
   t.match(bad.body, { kind: 'Status', reason: 'BadRequest', message: /^invalid continue token/ })
@@ -87,7 +100,14 @@ t.test('offline WatchList: the cached state as ADDED events, then the BOOKMARK t
   const { status, frames } = await watchFrames(url, { 'user-agent': kubeletUA }, 'json', 4)
   t.equal(status, 200)
   const events = frames.map(f => JSON.parse(f.toString()))
-  t.same(events.slice(0, 3).map(e => [e.type, e.object.metadata.name]), [['ADDED', 'wl-0'], ['ADDED', 'wl-1'], ['ADDED', 'wl-2']])
+  t.same(
+    events.slice(0, 3).map(e => [e.type, e.object.metadata.name]),
+    [
+      ['ADDED', 'wl-0'],
+      ['ADDED', 'wl-1'],
+      ['ADDED', 'wl-2'],
+    ],
+  )
   t.equal(events[3].type, 'BOOKMARK')
   t.same(events[3].object.metadata.annotations, { 'k8s.io/initial-events-end': 'true' }, 'a client-go reflector is in sync after this')
   t.equal(events[3].object.metadata.resourceVersion, list.body.metadata.resourceVersion)
@@ -102,10 +122,18 @@ t.test("offline WatchList in protobuf, from kube-proxy's recorded slices", async
   await goDark(h)
   const url = `${h.url}/apis/discovery.k8s.io/v1/endpointslices?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true`
   // kube-proxy is filtered by service topology; the events are counted, not compared byte for byte
-  const { status, frames } = await watchFrames(url, { 'user-agent': kubeProxyUA, accept: 'application/vnd.kubernetes.protobuf, */*' }, 'protobuf', recorded.items.length + 1)
+  const { status, frames } = await watchFrames(
+    url,
+    { 'user-agent': kubeProxyUA, accept: 'application/vnd.kubernetes.protobuf, */*' },
+    'protobuf',
+    recorded.items.length + 1,
+  )
   t.equal(status, 200)
   const events = frames.map(f => decodeWatchEvent(f))
-  t.same(events.map(e => e.type), [...recorded.items.map(() => 'ADDED'), 'BOOKMARK'])
+  t.same(
+    events.map(e => e.type),
+    [...recorded.items.map(() => 'ADDED'), 'BOOKMARK'],
+  )
   const bookmark = objectMeta(Buffer.from(decodeUnknown(events[events.length - 1].object).raw))
   t.equal(bookmark.annotations['k8s.io/initial-events-end'], 'true')
   t.equal(bookmark.resourceVersion, recorded.resourceVersion)
@@ -136,25 +164,48 @@ t.test("online, a token-bearing client's answers are not recorded for the node",
   t.equal(asNode.status, 503, 'nothing the token read stands for what the node may read')
 })
 
-t.test('JSON from what kube-proxy cached in protobuf: a watch of a kind the hub knows is translated; one it does not know is refused, not sent empty', async t => {
-  const h = await startHarness()
-  t.teardown(() => h.close())
-  await h.hub.recorder.recordListPage(classify('GET', '/apis/discovery.k8s.io/v1/endpointslices', kubeProxyUA), 'protobuf', fixtureBytes('list-endpointslices.pb'))
-  // a kind the hub does not know field by field, cached as protobuf (an object with ObjectMeta only)
-  const deployment = Buffer.concat([Buffer.from([0x0a, 0x0d, 0x0a, 0x03]), Buffer.from('web'), Buffer.from([0x1a, 0x06]), Buffer.from('prod-a')])
-  const deployments = encodeUnknown({ apiVersion: 'apps/v1', kind: 'DeploymentList', raw: assembleList({ resourceVersion: '7', continue: '', items: [deployment] }) })
-  await h.hub.recorder.recordListPage(classify('GET', '/apis/apps/v1/deployments', kubeProxyUA), 'protobuf', deployments)
-  await goDark(h)
-  const recorded = splitList(decodeUnknown(fixtureBytes('list-endpointslices.pb')).raw)
-  const { status, frames } = await watchFrames(`${h.url}/apis/discovery.k8s.io/v1/endpointslices?watch=true&resourceVersion=0`, { 'user-agent': 'kubectl/v1.32.0', accept: 'application/json' }, 'json', recorded.items.length)
-  t.equal(status, 200)
-  const recordedJson = fixtureJson('list-endpointslices.json').items.map((i: any) => i.metadata.name)
-  t.same(frames.map(f => JSON.parse(f.toString()).object.metadata.name), recordedJson, "kube-proxy's protobuf slices, as JSON, to kubectl")
-  const refused = await getJson(`${h.url}/apis/apps/v1/deployments?watch=true&resourceVersion=0`, { 'user-agent': 'kubectl/v1.32.0', accept: 'application/json' })
-  t.equal(refused.status, 503)
-  t.match(refused.body.message, /cached as protobuf.*kube-proxy holds them, see \/debug\/cache\/kube-proxy\/deployments/)
-  await comeBack(h)
-})
+t.test(
+  'JSON from what kube-proxy cached in protobuf: a watch of a kind the hub knows is translated; one it does not know is refused, not sent empty',
+  async t => {
+    const h = await startHarness()
+    t.teardown(() => h.close())
+    await h.hub.recorder.recordListPage(
+      classify('GET', '/apis/discovery.k8s.io/v1/endpointslices', kubeProxyUA),
+      'protobuf',
+      fixtureBytes('list-endpointslices.pb'),
+    )
+    // a kind the hub does not know field by field, cached as protobuf (an object with ObjectMeta only)
+    const deployment = Buffer.concat([Buffer.from([0x0a, 0x0d, 0x0a, 0x03]), Buffer.from('web'), Buffer.from([0x1a, 0x06]), Buffer.from('prod-a')])
+    const deployments = encodeUnknown({
+      apiVersion: 'apps/v1',
+      kind: 'DeploymentList',
+      raw: assembleList({ resourceVersion: '7', continue: '', items: [deployment] }),
+    })
+    await h.hub.recorder.recordListPage(classify('GET', '/apis/apps/v1/deployments', kubeProxyUA), 'protobuf', deployments)
+    await goDark(h)
+    const recorded = splitList(decodeUnknown(fixtureBytes('list-endpointslices.pb')).raw)
+    const { status, frames } = await watchFrames(
+      `${h.url}/apis/discovery.k8s.io/v1/endpointslices?watch=true&resourceVersion=0`,
+      { 'user-agent': 'kubectl/v1.32.0', accept: 'application/json' },
+      'json',
+      recorded.items.length,
+    )
+    t.equal(status, 200)
+    const recordedJson = fixtureJson('list-endpointslices.json').items.map((i: any) => i.metadata.name)
+    t.same(
+      frames.map(f => JSON.parse(f.toString()).object.metadata.name),
+      recordedJson,
+      "kube-proxy's protobuf slices, as JSON, to kubectl",
+    )
+    const refused = await getJson(`${h.url}/apis/apps/v1/deployments?watch=true&resourceVersion=0`, {
+      'user-agent': 'kubectl/v1.32.0',
+      accept: 'application/json',
+    })
+    t.equal(refused.status, 503)
+    t.match(refused.body.message, /cached as protobuf.*kube-proxy holds them, see \/debug\/cache\/kube-proxy\/deployments/)
+    await comeBack(h)
+  },
+)
 
 t.test('whatever throws inside the hub, the client gets a Status', async t => {
   const upstream = new Upstream({ servers: [new URL('http://127.0.0.1:1')], credentials: {} })

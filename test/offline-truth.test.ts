@@ -19,7 +19,12 @@ async function getJson(url: string): Promise<{ status: number; body: any }> {
   return { status: res.statusCode, body: text ? JSON.parse(text) : undefined }
 }
 
-const configMap = (namespace: string, name: string, data: Record<string, string> = {}) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace }, data })
+const configMap = (namespace: string, name: string, data: Record<string, string> = {}) => ({
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  metadata: { name, namespace },
+  data,
+})
 const names = (list: any) => (list.items as any[]).map(o => `${o.metadata.namespace}/${o.metadata.name}`)
 
 /** Starts another hub on `cacheDir` against the same (dark) simulator: a restart while the cloud is away. */
@@ -46,7 +51,10 @@ t.test('two namespaces paged at one resourceVersion share a continue token; each
     const offline = await getJson(`${h.url}/api/v1/namespaces/${ns}/configmaps`)
     t.equal(offline.status, 200, `${ns}: answered offline`)
     t.equal(offline.body.items.length, 100, `${ns}: all 100, not half`)
-    t.ok(names(offline.body).every(n => n.startsWith(`${ns}/`)), `${ns}: only its own objects`)
+    t.ok(
+      names(offline.body).every(n => n.startsWith(`${ns}/`)),
+      `${ns}: only its own objects`,
+    )
     const one = await getJson(`${h.url}/api/v1/namespaces/${ns}/configmaps/cm-075`)
     t.equal(one.status, 200, `${ns}: an object of the second page is there`)
     t.equal(one.body.data.ns, ns)
@@ -81,7 +89,7 @@ t.test('a read of the past is relayed, never recorded; offline, Exact is answere
   t.equal(future.status, 504, 'offline: a state newer than the cache holds is the watch cache\'s "Too large resource version"')
 })
 
-t.test("a list older than what its scope has seen is a new history (etcd restored): it replaces the scope, newer copies included", async t => {
+t.test('a list older than what its scope has seen is a new history (etcd restored): it replaces the scope, newer copies included', async t => {
   const h = await startHarness()
   t.teardown(() => h.close())
   for (let i = 0; i < 3; i++) h.simulator.create(configMap('app', `kept-${i}`, { v: 'old' }))
@@ -99,7 +107,7 @@ t.test("a list older than what its scope has seen is a new history (etcd restore
   t.equal(offline.status, 200)
   t.same(names(offline.body).sort(), ['app/kept-0', 'app/kept-1', 'app/kept-2'], 'what the restored history holds, nothing of the lost one')
   t.equal(offline.body.items.find((o: any) => o.metadata.name === 'kept-0').data.v, 'old', "the restored copy replaced the lost history's newer one")
-  t.equal(offline.body.metadata.resourceVersion, restored.body.metadata.resourceVersion, 'at the new history\'s version')
+  t.equal(offline.body.metadata.resourceVersion, restored.body.metadata.resourceVersion, "at the new history's version")
   t.equal((await getJson(`${h.url}/api/v1/namespaces/app/configmaps/only-in-lost-history`)).status, 404, 'gone: the whole list said so')
 })
 
@@ -170,10 +178,14 @@ t.test("a shared watch cache whose apiserver's history went back (etcd restored)
   t.notOk(ended.error, 'the watch ended cleanly')
   const last = events.events[events.events.length - 1]
   t.same([last?.type, last?.object?.code, last?.object?.reason], ['ERROR', 410, 'Expired'], 'with 410 Expired: the client lists again')
-  const after = await eventually(async () => {
-    const listed = await list()
-    return BigInt(listed.metadata.resourceVersion) < BigInt(before.metadata.resourceVersion) ? listed : undefined
-  }, 20_000, "the hub's list to be at the restored history's version")
+  const after = await eventually(
+    async () => {
+      const listed = await list()
+      return BigInt(listed.metadata.resourceVersion) < BigInt(before.metadata.resourceVersion) ? listed : undefined
+    },
+    20_000,
+    "the hub's list to be at the restored history's version",
+  )
   t.same(names(after).sort(), ['app/a', 'app/b'], "the restored history's Services, nothing of the lost one")
   h.simulator.create(service('c'))
   await eventually(async () => names(await list()).includes('app/c'), 10_000, "the new history's events to reach the cache")

@@ -16,7 +16,6 @@ import { decodeUnknown, splitList } from '../lib/codec/protobuf.ts'
 const kubeletUA = 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89'
 const fixture = (name: string) => readFileSync(new URL(`./fixtures/apiserver-v1.24/${name}`, import.meta.url))
 
-
 /**
  * Probes of a cloud that hangs fail only when they time out: the harness's 5 s would take 15 s to
  * go offline. A second per probe, still three in a row.
@@ -75,7 +74,12 @@ t.test('an informer keeps its objects through an outage and converges to the clo
     stopped = true
     await informer.stop()
   })
-  const names = () => informer.list('default').map(o => `${o.metadata?.name}=${o.data?.v ?? ''}`).sort().join(',')
+  const names = () =>
+    informer
+      .list('default')
+      .map(o => `${o.metadata?.name}=${o.data?.v ?? ''}`)
+      .sort()
+      .join(',')
   await eventually(() => names() === 'change=1,drop=1,keep=1', 10_000, 'the initial list')
 
   await goDark(h)
@@ -115,7 +119,11 @@ t.test('kubelet-shaped protobuf list answered offline, byte for byte what the ap
     headers: { 'user-agent': kubeletUA, accept: 'application/vnd.kubernetes.protobuf, */*' },
   })
   t.equal(other.statusCode, 503, "another node's pods were never listed: no answer, rather than an empty list that looks whole")
-  t.match(await other.body.json(), { kind: 'Status', reason: 'ServiceUnavailable', message: /pods were listed here only for fieldSelector=spec.nodeName=kind-worker2, which does not answer for fieldSelector=spec.nodeName=kind-worker$/ })
+  t.match(await other.body.json(), {
+    kind: 'Status',
+    reason: 'ServiceUnavailable',
+    message: /pods were listed here only for fieldSelector=spec.nodeName=kind-worker2, which does not answer for fieldSelector=spec.nodeName=kind-worker$/,
+  })
   const all = await request(h.url + '/api/v1/pods', { headers: { 'user-agent': kubeletUA } })
   t.equal(all.statusCode, 503, 'nor are all pods: kubelet listed only its own')
   await all.body.dump()
@@ -139,10 +147,17 @@ t.test('two selectors on one resource from one component, offline, each answered
   t.equal(offA.headers['x-outpost-cache'], 'hit')
   t.same(names(offA.body), ['a1', 'a2'])
   t.same(names(offB.body), ['b1'], 'the second scope did not overwrite the first, nor the first the second')
-  t.same(names((await getJson(`${base}?labelSelector=app%3Da,tier+notin+(db)`)).body), ['a1', 'a2'], 'a narrower selector of a listed scope is evaluated offline')
+  t.same(
+    names((await getJson(`${base}?labelSelector=app%3Da,tier+notin+(db)`)).body),
+    ['a1', 'a2'],
+    'a narrower selector of a listed scope is evaluated offline',
+  )
   const unlisted = await getJson(`${base}?labelSelector=app+in+(a,b)`)
   t.equal(unlisted.status, 503, 'a scope no whole list answers for is not answered')
-  t.match(unlisted.body.message, /configmaps were listed here only for namespace=default labelSelector=app=a; namespace=default labelSelector=app=b, which does not answer for namespace=default/)
+  t.match(
+    unlisted.body.message,
+    /configmaps were listed here only for namespace=default labelSelector=app=a; namespace=default labelSelector=app=b, which does not answer for namespace=default/,
+  )
   t.equal((await getJson(`${base}/a2`)).body.metadata.name, 'a2', 'get of a listed object')
   t.equal((await getJson(`${base}/nope`)).status, 503, 'an object no listed scope could hold is not said to be missing')
   await comeBack(h)
@@ -233,11 +248,22 @@ t.test('offline writes: a clear 503 Status and nothing written; the node Lease r
   const answered = h.simulator.requests.length
   await eventually(() => h.simulator.requests.slice(answered).some(r => r.url.startsWith('/readyz')), 15_000, 'a health probe logged after the writes')
   const received = h.simulator.requests.slice(mark)
-  t.ok(received.some(r => r.url.startsWith('/readyz')), 'the cloud was reachable and counting requests')
-  t.same(received.filter(r => !r.url.startsWith('/readyz')).map(r => `${r.method} ${r.url}`), [], 'nothing but health probes reached the cloud')
+  t.ok(
+    received.some(r => r.url.startsWith('/readyz')),
+    'the cloud was reachable and counting requests',
+  )
+  t.same(
+    received.filter(r => !r.url.startsWith('/readyz')).map(r => `${r.method} ${r.url}`),
+    [],
+    'nothing but health probes reached the cloud',
+  )
   // Requests held by the hanging cloud are answered once it is back: none of them was a write.
   await comeBack(h)
-  t.equal(h.simulator.get('coordination.k8s.io/v1', 'Lease', 'kube-node-lease', 'kind-worker2')?.spec.renewTime, undefined, 'the Lease in the cloud was not renewed')
+  t.equal(
+    h.simulator.get('coordination.k8s.io/v1', 'Lease', 'kube-node-lease', 'kind-worker2')?.spec.renewTime,
+    undefined,
+    'the Lease in the cloud was not renewed',
+  )
   t.same(h.simulator.get('v1', 'ConfigMap', 'default', 'steady')?.data, { v: '1' }, 'the ConfigMap in the cloud was neither replaced, patched nor deleted')
   t.equal(h.simulator.get('v1', 'ConfigMap', 'default', 'offline-new'), undefined, 'nor was one created')
 })
@@ -269,8 +295,15 @@ t.test('open upstream watches are closed when the cloud goes down; offline watch
   const cached = readWatch(offline.body, h)
   await eventually(() => cached.bookmarks() >= 3 || !cached.isOpen(), 15_000, "three of the hub's own BOOKMARKs")
   t.ok(cached.isOpen(), `the offline watch is held open (${cached.bookmarks()} BOOKMARK periods)`)
-  t.same(cached.events.filter(e => e.type !== 'BOOKMARK'), [], 'it sends nothing but BOOKMARKs')
-  t.ok(cached.events.every(e => e.object.metadata.resourceVersion === rv), 'at the version the client has')
+  t.same(
+    cached.events.filter(e => e.type !== 'BOOKMARK'),
+    [],
+    'it sends nothing but BOOKMARKs',
+  )
+  t.ok(
+    cached.events.every(e => e.object.metadata.resourceVersion === rv),
+    'at the version the client has',
+  )
   await h.simulator.setFault('none')
   const offlineEnd = await cached.ended
   t.equal(offlineEnd.error, undefined, 'the offline watch ended cleanly')
@@ -299,7 +332,10 @@ t.test('a damaged cache journal is reported (log and metric); lists it may have 
   t.match(list.body.message, /the cached list of configmaps \(namespace=default\) is incomplete, .*its cache file was damaged/)
   t.equal((await getJson(`${second.url}/api/v1/namespaces/default/configmaps/good-1`)).body.metadata.name, 'good-1', 'what came before the damage is served')
   t.equal((await getJson(`${second.url}/api/v1/namespaces/default/configmaps/good-2`)).status, 503, 'the damaged one is not said to be missing')
-  t.match(await (await request(`${second.hub.adminUrl}/metrics`)).body.text(), /outpost_served_from_cache_total\{component="kubelet",verb="get",resource="configmaps"\} 2/)
+  t.match(
+    await (await request(`${second.hub.adminUrl}/metrics`)).body.text(),
+    /outpost_served_from_cache_total\{component="kubelet",verb="get",resource="configmaps"\} 2/,
+  )
 })
 
 t.test('a gzip list is cached decoded and still reaches the client gzip-encoded', async t => {

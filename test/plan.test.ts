@@ -5,21 +5,70 @@ import { planRequest, shapeOf } from '../lib/front/plan.ts'
 import type { PlanFacts } from '../lib/front/plan.ts'
 import { classify } from '../lib/api/requestinfo.ts'
 
-const base: PlanFacts = { actsAsNode: true, online: true, cacheable: false, recordedWrite: false, document: false, cachedKind: false, watchCache: false, filtered: false }
+const base: PlanFacts = {
+  actsAsNode: true,
+  online: true,
+  cacheable: false,
+  recordedWrite: false,
+  document: false,
+  cachedKind: false,
+  watchCache: false,
+  filtered: false,
+}
 
 t.test('plans', async t => {
   const cases: [string, Partial<PlanFacts>, ReturnType<typeof planRequest>][] = [
-    ["kube-proxy's slice watch: the shared watch cache", { watchCache: true, cacheable: true, cachedKind: true, filtered: true }, { route: 'watch-cache', actsAsNode: true, record: 'objects', filter: true, fallback: true }],
-    ['the same offline: still the watch cache (it holds on through outages)', { watchCache: true, online: false, cachedKind: true }, { route: 'watch-cache', actsAsNode: true, record: undefined, filter: false, fallback: true }],
-    ["kubelet's configmap get: upstream, recorded", { cacheable: true, cachedKind: true }, { route: 'upstream', actsAsNode: true, record: 'objects', filter: false, fallback: true }],
-    ["kubectl's configmap get: upstream, not recorded, answered from the cache if the cloud fails", { cachedKind: true }, { route: 'upstream', actsAsNode: true, record: undefined, filter: false, fallback: true }],
-    ['a discovery document: recorded for every node client', { document: true }, { route: 'upstream', actsAsNode: true, record: 'document', filter: false, fallback: true }],
+    [
+      "kube-proxy's slice watch: the shared watch cache",
+      { watchCache: true, cacheable: true, cachedKind: true, filtered: true },
+      { route: 'watch-cache', actsAsNode: true, record: 'objects', filter: true, fallback: true },
+    ],
+    [
+      'the same offline: still the watch cache (it holds on through outages)',
+      { watchCache: true, online: false, cachedKind: true },
+      { route: 'watch-cache', actsAsNode: true, record: undefined, filter: false, fallback: true },
+    ],
+    [
+      "kubelet's configmap get: upstream, recorded",
+      { cacheable: true, cachedKind: true },
+      { route: 'upstream', actsAsNode: true, record: 'objects', filter: false, fallback: true },
+    ],
+    [
+      "kubectl's configmap get: upstream, not recorded, answered from the cache if the cloud fails",
+      { cachedKind: true },
+      { route: 'upstream', actsAsNode: true, record: undefined, filter: false, fallback: true },
+    ],
+    [
+      'a discovery document: recorded for every node client',
+      { document: true },
+      { route: 'upstream', actsAsNode: true, record: 'document', filter: false, fallback: true },
+    ],
     ['a write: upstream, nothing recorded, no fallback', {}, { route: 'upstream', actsAsNode: true, record: undefined, filter: false, fallback: false }],
-    ["kubelet's Lease create: upstream, its answer recorded (kubelet reads it back after a restart), no fallback", { recordedWrite: true }, { route: 'upstream', actsAsNode: true, record: 'objects', filter: false, fallback: false }],
-    ["the same write with a token: not recorded for the node", { actsAsNode: false, recordedWrite: true }, { route: 'upstream', actsAsNode: false, record: undefined, filter: false, fallback: false }],
-    ['offline: the disk cache', { online: false, cachedKind: true, cacheable: true }, { route: 'offline', actsAsNode: true, record: 'objects', filter: false, fallback: true }],
-    ['a token: never the caches, never recorded, never a fallback', { actsAsNode: false, watchCache: true, cacheable: true, cachedKind: true, document: false, filtered: true }, { route: 'upstream', actsAsNode: false, record: undefined, filter: true, fallback: false }],
-    ['a token offline: the offline path, which refuses it', { actsAsNode: false, online: false, cachedKind: true }, { route: 'offline', actsAsNode: false, record: undefined, filter: false, fallback: false }],
+    [
+      "kubelet's Lease create: upstream, its answer recorded (kubelet reads it back after a restart), no fallback",
+      { recordedWrite: true },
+      { route: 'upstream', actsAsNode: true, record: 'objects', filter: false, fallback: false },
+    ],
+    [
+      'the same write with a token: not recorded for the node',
+      { actsAsNode: false, recordedWrite: true },
+      { route: 'upstream', actsAsNode: false, record: undefined, filter: false, fallback: false },
+    ],
+    [
+      'offline: the disk cache',
+      { online: false, cachedKind: true, cacheable: true },
+      { route: 'offline', actsAsNode: true, record: 'objects', filter: false, fallback: true },
+    ],
+    [
+      'a token: never the caches, never recorded, never a fallback',
+      { actsAsNode: false, watchCache: true, cacheable: true, cachedKind: true, document: false, filtered: true },
+      { route: 'upstream', actsAsNode: false, record: undefined, filter: true, fallback: false },
+    ],
+    [
+      'a token offline: the offline path, which refuses it',
+      { actsAsNode: false, online: false, cachedKind: true },
+      { route: 'offline', actsAsNode: false, record: undefined, filter: false, fallback: false },
+    ],
   ]
   for (const [name, facts, want] of cases) t.same(planRequest({ ...base, ...facts }), want, name)
 })

@@ -33,7 +33,11 @@ function protobufEvents(body: AsyncIterable<Buffer> & NodeJS.ReadableStream) {
   return { events, done }
 }
 
-const addresses = (slice: any) => (slice.endpoints ?? []).flatMap((e: any) => e.addresses).sort().join(',')
+const addresses = (slice: any) =>
+  (slice.endpoints ?? [])
+    .flatMap((e: any) => e.addresses)
+    .sort()
+    .join(',')
 
 t.test("kube-proxy's protobuf list is filtered, and its protobuf watch re-filtered when the topology changes", async t => {
   const h = await startHarness({ demo: true })
@@ -48,7 +52,11 @@ t.test("kube-proxy's protobuf list is filtered, and its protobuf watch re-filter
   const { events } = protobufEvents(watch.body)
   t.teardown(() => watch.body.destroy())
   h.simulator.patch('v1', 'Service', 'default', 'svc-ud1', { metadata: { annotations: { 'openyurt.io/topologyKeys': 'kubernetes.io/hostname' } } })
-  const modified = await eventually(() => events.find(e => e.type === 'MODIFIED' && e.object.metadata.name === 'svc-ud1-abcde'), 10_000, 'the re-filtered slice')
+  const modified = await eventually(
+    () => events.find(e => e.type === 'MODIFIED' && e.object.metadata.name === 'svc-ud1-abcde'),
+    10_000,
+    'the re-filtered slice',
+  )
   t.equal(addresses(modified.object), '10.244.1.3', 'this node only, as a protobuf MODIFIED')
   t.ok(Number(modified.object.metadata.resourceVersion) > Number(ud1.metadata.resourceVersion), 'at a version the client does not hold yet')
   t.ok(Number(modified.object.metadata.resourceVersion) <= Number(h.simulator.currentResourceVersion()), 'and one the cluster has reached')
@@ -67,7 +75,12 @@ t.test('SIGKILL in the middle of a protobuf burst: the restarted hub, offline, s
   let writing = true
   const writer = (async () => {
     for (let i = 0; writing && i < 5_000; i++) {
-      simulator.create({ apiVersion: 'v1', kind: 'Pod', metadata: { name: `burst-${i}`, namespace: 'default' }, spec: { nodeName: 'kind-worker2', containers: [{ name: 'c', image: 'pause' }] } })
+      simulator.create({
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: `burst-${i}`, namespace: 'default' },
+        spec: { nodeName: 'kind-worker2', containers: [{ name: 'c', image: 'pause' }] },
+      })
       if (i % 50 === 0) await new Promise(resolve => setImmediate(resolve))
     }
   })()

@@ -42,7 +42,7 @@ const frames = watchFrames
 
 const lists = ['list-endpointslices', 'list-services', 'list-pods-kind-worker2', 'list-services.metadata']
 
-t.test('magic', async (t) => {
+t.test('magic', async t => {
   t.same([...k8sMagic], [0x6b, 0x38, 0x73, 0])
   t.ok(isProtobuf(bytes('list-services.pb')))
   t.notOk(isProtobuf(Buffer.from('{"kind":"x"}')))
@@ -50,7 +50,7 @@ t.test('magic', async (t) => {
 })
 
 for (const name of lists) {
-  t.test(`${name}.pb`, async (t) => {
+  t.test(`${name}.pb`, async t => {
     const body = bytes(`${name}.pb`)
     const twin = json(`${name}.json`)
     const u = decodeUnknown(body)
@@ -73,7 +73,7 @@ for (const name of lists) {
   })
 }
 
-t.test('assembleList with continue and remainingItemCount round-trips', async (t) => {
+t.test('assembleList with continue and remainingItemCount round-trips', async t => {
   const items = splitList(decodeUnknown(bytes('list-services.pb')).raw).items
   for (const remainingItemCount of [undefined, 0, 1, 300, 2 ** 40, -1]) {
     const parts: ListParts = { resourceVersion: '1234', continue: 'eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ', items }
@@ -86,7 +86,7 @@ t.test('assembleList with continue and remainingItemCount round-trips', async (t
   t.same(splitList(assembleList(empty)), empty)
 })
 
-t.test('single objects', async (t) => {
+t.test('single objects', async t => {
   const node = decodeUnknown(bytes('get-node-kind-worker2.pb'))
   t.equal(node.kind, 'Node')
   t.equal(node.apiVersion, 'v1')
@@ -114,12 +114,12 @@ t.test('single objects', async (t) => {
   }
 })
 
-t.test('watch-endpointslices.pb', async (t) => {
+t.test('watch-endpointslices.pb', async t => {
   const stream = bytes('watch-endpointslices.pb')
   const events = readFileSync(new URL('watch-endpointslices.json', dir), 'utf8')
     .split('\n')
     .filter(Boolean)
-    .map((line) => JSON.parse(line))
+    .map(line => JSON.parse(line))
   const fs = frames(stream)
   t.equal(fs.length, events.length)
   fs.forEach((frame, i) => {
@@ -135,12 +135,12 @@ t.test('watch-endpointslices.pb', async (t) => {
     t.ok(encodeWatchEvent(ev.type, ev.object).equals(frame), `event ${i} re-encodes byte-identically`)
   })
   t.same(
-    fs.map((f) => decodeWatchEvent(f).type),
+    fs.map(f => decodeWatchEvent(f).type),
     ['MODIFIED', 'ADDED', 'DELETED', 'BOOKMARK', 'BOOKMARK'],
   )
 })
 
-t.test('watch-expired.pb', async (t) => {
+t.test('watch-expired.pb', async t => {
   const stream = bytes('watch-expired.pb')
   const fs = frames(stream)
   t.equal(fs.length, 1)
@@ -176,7 +176,7 @@ function withoutRv(raw: Buffer): Buffer {
   return raw
 }
 
-t.test('withResourceVersion', async (t) => {
+t.test('withResourceVersion', async t => {
   const samples: Buffer[] = [
     decodeUnknown(bytes('get-node-kind-worker2.pb')).raw,
     decodeUnknown(bytes('get-lease-kind-worker2.pb')).raw,
@@ -204,7 +204,7 @@ t.test('withResourceVersion', async (t) => {
   t.ok(out.subarray(out.length - 4).equals(bare))
 })
 
-t.test('varints', async (t) => {
+t.test('varints', async t => {
   for (const n of [0, 1, 127, 128, 16383, 16384, 2 ** 28 - 1, 2 ** 28, 2 ** 31, 2 ** 32 + 5, 2 ** 35, 2 ** 53 - 1, -1, -410]) {
     const buf = Buffer.alloc(1 + varintSize(n))
     buf[0] = 0x08
@@ -249,7 +249,7 @@ function everyDecoder(input: Buffer): void {
   })
 }
 
-t.test('malformed input', async (t) => {
+t.test('malformed input', async t => {
   t.throws(() => decodeUnknown(Buffer.from('k8s\x01abc')), ProtobufError)
   t.throws(() => decodeUnknown(Buffer.from('{}')), ProtobufError)
   t.throws(() => decodeUnknown(Buffer.alloc(0)), ProtobufError)

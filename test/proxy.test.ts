@@ -227,7 +227,10 @@ t.test('upgrades: WebSocket and SPDY requests reach the apiserver and bytes flow
   const [echo] = await once(ws, 'message')
   t.equal(echo.toString(), 'hello over websocket')
   ws.close()
-  t.ok(h.simulator.requests.some(r => r.url.startsWith('/api/v1/namespaces/default/pods/p/exec')), 'upgrade reached the apiserver')
+  t.ok(
+    h.simulator.requests.some(r => r.url.startsWith('/api/v1/namespaces/default/pods/p/exec')),
+    'upgrade reached the apiserver',
+  )
 
   const socket = net.connect(Number(new URL(h.url).port), '127.0.0.1')
   t.teardown(() => socket.destroy())

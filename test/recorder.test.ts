@@ -25,12 +25,20 @@ t.test('a protobuf list, then the recorded watch stream, leave the cache where t
   const key = resourceKeyOf(list)
   const listed = (await store.list(key, scopeOf(list)))!
   const original = splitList(decodeUnknown(fixture('list-endpointslices.pb')).raw)
-  t.same(listed.items.map(o => o.body), original.items, 'items stored as the raw messages the apiserver sent')
+  t.same(
+    listed.items.map(o => o.body),
+    original.items,
+    'items stored as the raw messages the apiserver sent',
+  )
   t.equal(listed.resourceVersion, original.resourceVersion)
   const listedNames = listed.items.map(o => `${o.namespace}/${o.name}`).sort()
 
   // the same events in JSON say what each protobuf frame is and what the end state is
-  const events = fixture('watch-endpointslices.json').toString().trim().split('\n').map(l => JSON.parse(l))
+  const events = fixture('watch-endpointslices.json')
+    .toString()
+    .trim()
+    .split('\n')
+    .map(l => JSON.parse(l))
   const protobufFrames = frames(fixture('watch-endpointslices.pb'))
   t.equal(protobufFrames.length, events.length, 'one protobuf frame per recorded event')
   /** every object the cache holds for kube-proxy's slices, with its version */
@@ -55,7 +63,11 @@ t.test('a protobuf list, then the recorded watch stream, leave the cache where t
   t.equal(stored.resourceVersion, modified.metadata.resourceVersion, 'MODIFIED replaced the object')
   const added = events.find(e => e.type === 'ADDED').object.metadata.name
   t.equal(await store.get(key, 'default', added), undefined, 'ADDED then DELETED: gone')
-  t.same(held().map(h => h.replace(/@.*/, '')), listedNames, 'the cache holds exactly the listed slices: nothing else came in with the stream')
+  t.same(
+    held().map(h => h.replace(/@.*/, '')),
+    listedNames,
+    'the cache holds exactly the listed slices: nothing else came in with the stream',
+  )
 
   // a stored object goes back out as the apiserver would send it
   const body = encodeUnknown({ apiVersion: stored.apiVersion, kind: stored.kind, raw: stored.body })

@@ -68,19 +68,32 @@ t.test('an object that is the newest thing in its stream waits for the stream to
   const list = fixtureJson('list-endpointslices.json')
   const watch = new FilteredWatch('json', filter, produce => queue.push(produce), { startResourceVersion: '200', deferMs: 60_000 })
   const slice = list.items.find((s: any) => s.metadata.name === 'svc-ud1-abcde')
-  const seed: CachedObject = { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', namespace: 'default', name: slice.metadata.name, resourceVersion: '200', format: 'json', body: Buffer.from(JSON.stringify({ kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', ...slice })) }
+  const seed: CachedObject = {
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    namespace: 'default',
+    name: slice.metadata.name,
+    resourceVersion: '200',
+    format: 'json',
+    body: Buffer.from(JSON.stringify({ kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', ...slice })),
+  }
   watch.seed([seed])
   watch.settle() // as the hub does on the topology's 'beforechange'
   change('default/svc-ud1', 'kubernetes.io/hostname')
   watch.refilter()
   t.same(queue.shift()!(), [], 'version 200 is the newest the stream has delivered: the event waits')
-  const bookmark = Buffer.from(JSON.stringify({ type: 'BOOKMARK', object: { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', metadata: { resourceVersion: '230' } } }) + '\n')
+  const bookmark = Buffer.from(
+    JSON.stringify({ type: 'BOOKMARK', object: { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', metadata: { resourceVersion: '230' } } }) + '\n',
+  )
   const out = watch.take(bookmark)
   t.equal(out.length, 2, 'the BOOKMARK, then the waiting event')
   const event = JSON.parse(out[1].toString())
   t.equal(event.type, 'MODIFIED')
   t.equal(event.object.metadata.resourceVersion, '230', 'at the version the stream has now reached')
-  t.same(event.object.endpoints.map((e: any) => e.nodeName), ['kind-worker2'])
+  t.same(
+    event.object.endpoints.map((e: any) => e.nodeName),
+    ['kind-worker2'],
+  )
   watch.close()
 })
 
@@ -89,11 +102,21 @@ t.test('through the pipeline, a re-filter waiting behind a slow frame uses that 
   const filter = registry.forRequest(sliceWatch('&resourceVersion=206'))!
   const list = fixtureJson('list-endpointslices.json')
   const original = list.items.find((s: any) => s.metadata.name === 'svc-ud1-abcde')
-  const seed: CachedObject = { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', namespace: 'default', name: 'svc-ud1-abcde', resourceVersion: original.metadata.resourceVersion, format: 'json', body: Buffer.from(JSON.stringify({ kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', ...original })) }
+  const seed: CachedObject = {
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    namespace: 'default',
+    name: 'svc-ud1-abcde',
+    resourceVersion: original.metadata.resourceVersion,
+    format: 'json',
+    body: Buffer.from(JSON.stringify({ kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', ...original })),
+  }
   // the newer body: kind-worker2's endpoint gone, one added on kind-worker3 (same pool)
   const newer = structuredClone({ kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', ...original })
   newer.metadata.resourceVersion = '210'
-  newer.endpoints = original.endpoints.filter((e: any) => e.nodeName !== 'kind-worker2').concat([{ addresses: ['10.244.3.9'], conditions: { ready: true }, nodeName: 'kind-worker3' }])
+  newer.endpoints = original.endpoints
+    .filter((e: any) => e.nodeName !== 'kind-worker2')
+    .concat([{ addresses: ['10.244.3.9'], conditions: { ready: true }, nodeName: 'kind-worker3' }])
 
   const upstream = new PassThrough()
   let releaseDisk!: () => void
@@ -142,9 +165,16 @@ t.test('through the pipeline, a re-filter waiting behind a slow frame uses that 
   watch.refilter()
   releaseDisk()
   upstream.end()
-  const events = (await res.body.text()).trim().split('\n').map(l => JSON.parse(l))
+  const events = (await res.body.text())
+    .trim()
+    .split('\n')
+    .map(l => JSON.parse(l))
   watch.close()
-  t.same(steps, ['frame waits for the disk', 're-filter queued', 'frame taken', 're-filter run'], 'the re-filter was queued behind the waiting frame, and ran after it')
+  t.same(
+    steps,
+    ['frame waits for the disk', 're-filter queued', 'frame taken', 're-filter run'],
+    'the re-filter was queued behind the waiting frame, and ran after it',
+  )
   const addresses = (e: any) => e.object.endpoints.map((p: any) => p.addresses[0]).sort()
   // kind-worker2 has no endpoint in the newer body: hostname finds none, the pool keeps kind-worker3's
   t.same(
@@ -160,7 +190,12 @@ t.test('a seed is filtered when it is first needed, as it read before the change
   const ran = () => registry.tallies().find(r => r.name === 'servicetopology')!.ran
   const list = fixtureJson('list-endpointslices.json')
   const seeds: CachedObject[] = list.items.map((slice: any) => ({
-    apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', namespace: slice.metadata.namespace, name: slice.metadata.name, resourceVersion: '200', format: 'json',
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    namespace: slice.metadata.namespace,
+    name: slice.metadata.name,
+    resourceVersion: '200',
+    format: 'json',
     body: Buffer.from(JSON.stringify({ kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', ...slice })),
   }))
   t.ok(seeds.length > 1)
@@ -181,11 +216,20 @@ t.test('a seed is filtered when it is first needed, as it read before the change
   change('default/svc-ud1', 'kubernetes.io/hostname')
   watch.refilter()
   unsettled.refilter()
-  const bookmark = Buffer.from(JSON.stringify({ type: 'BOOKMARK', object: { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', metadata: { resourceVersion: '230' } } }) + '\n')
+  const bookmark = Buffer.from(
+    JSON.stringify({ type: 'BOOKMARK', object: { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', metadata: { resourceVersion: '230' } } }) + '\n',
+  )
   t.same(queue.shift()!(), [], 'the settled watch waits for the stream to move on')
   t.same(queue.shift()!(), [])
-  const settledOut = watch.take(bookmark).slice(1).map(f => JSON.parse(f.toString()))
-  t.same(settledOut.map(e => [e.type, e.object.metadata.name]), [['MODIFIED', 'svc-ud1-abcde']], 'the settled watch tells its client of the one slice the change filters differently')
+  const settledOut = watch
+    .take(bookmark)
+    .slice(1)
+    .map(f => JSON.parse(f.toString()))
+  t.same(
+    settledOut.map(e => [e.type, e.object.metadata.name]),
+    [['MODIFIED', 'svc-ud1-abcde']],
+    'the settled watch tells its client of the one slice the change filters differently',
+  )
   t.same(unsettled.take(bookmark).slice(1), [], 'the unsettled one has nothing to tell')
 })
 
@@ -198,8 +242,17 @@ t.test('what an event was shown is not kept, and is worked out again as it read 
   const ran = () => registry.tallies().find(r => r.name === 'servicetopology')!.ran
   const original = fixtureJson('list-endpointslices.json').items.find((s: any) => s.metadata.name === 'svc-ud1-abcde')
   t.equal(annotations.get('default/svc-ud1'), 'openyurt.io/nodepool', 'the slice is filtered to its pool')
-  const frame = (rv: string) => Buffer.from(JSON.stringify({ type: 'MODIFIED', object: { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', ...original, metadata: { ...original.metadata, resourceVersion: rv } } }) + '\n')
-  const addresses = (out: Buffer) => JSON.parse(out.toString()).object.endpoints.map((e: any) => e.addresses[0]).sort()
+  const frame = (rv: string) =>
+    Buffer.from(
+      JSON.stringify({
+        type: 'MODIFIED',
+        object: { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', ...original, metadata: { ...original.metadata, resourceVersion: rv } },
+      }) + '\n',
+    )
+  const addresses = (out: Buffer) =>
+    JSON.parse(out.toString())
+      .object.endpoints.map((e: any) => e.addresses[0])
+      .sort()
   const queue: (() => Buffer[])[] = []
   const watch = new FilteredWatch('json', filter, produce => queue.push(produce), { startResourceVersion: '200', deferMs: 60_000 })
 
@@ -217,7 +270,9 @@ t.test('what an event was shown is not kept, and is worked out again as it read 
   registry.invalidate()
   watch.refilter()
   t.same(queue.shift()!(), [], 'version 220 is the newest the stream has delivered: the event waits')
-  const bookmark = Buffer.from(JSON.stringify({ type: 'BOOKMARK', object: { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', metadata: { resourceVersion: '230' } } }) + '\n')
+  const bookmark = Buffer.from(
+    JSON.stringify({ type: 'BOOKMARK', object: { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', metadata: { resourceVersion: '230' } } }) + '\n',
+  )
   const out = watch.take(bookmark)
   t.equal(out.length, 2, 'the BOOKMARK, then the re-filtered slice')
   t.same(addresses(out[1]), ['10.244.1.3', '10.244.2.2', '10.244.2.3', '10.244.3.2'], "the client gets kind-worker's endpoints too")
@@ -226,19 +281,40 @@ t.test('what an event was shown is not kept, and is worked out again as it read 
 
 t.test('a seeded object a filter may drop: the client is taken to have it only if the filters keep it', async t => {
   const provider: TopologyProvider = { known: true, nodePool: '', context: () => recordedContext('kind-worker2'), annotationOf: () => undefined }
-  const registry = new FilterRegistry(provider, { enabled: ['discardcloudservice', 'servicetopology'], components: { discardcloudservice: ['kube-proxy'], servicetopology: ['kube-proxy'] } }, pino({ level: 'silent' }))
+  const registry = new FilterRegistry(
+    provider,
+    { enabled: ['discardcloudservice', 'servicetopology'], components: { discardcloudservice: ['kube-proxy'], servicetopology: ['kube-proxy'] } },
+    pino({ level: 'silent' }),
+  )
   const filter = registry.forRequest(classify('GET', '/api/v1/services?watch=true', 'kube-proxy/v1.24.0'))!
   t.equal(filter.mayDrop('Service'), true, 'discardcloudservice drops Services')
   t.equal(registry.forRequest(sliceWatch())!.mayDrop('EndpointSlice'), false, 'service topology never drops a slice')
   const service = (name: string, discard: boolean, rv: string) => ({
-    kind: 'Service', apiVersion: 'v1',
+    kind: 'Service',
+    apiVersion: 'v1',
     metadata: { name, namespace: 'default', resourceVersion: rv, ...(discard ? { annotations: { 'svc.openyurt.io/discard': 'true' } } : {}) },
     spec: { type: 'LoadBalancer', ports: [{ port: 80 }] },
   })
-  const cached = (object: any): CachedObject => ({ apiVersion: 'v1', kind: 'Service', namespace: 'default', name: object.metadata.name, resourceVersion: object.metadata.resourceVersion, format: 'json', body: Buffer.from(JSON.stringify(object)) })
+  const cached = (object: any): CachedObject => ({
+    apiVersion: 'v1',
+    kind: 'Service',
+    namespace: 'default',
+    name: object.metadata.name,
+    resourceVersion: object.metadata.resourceVersion,
+    format: 'json',
+    body: Buffer.from(JSON.stringify(object)),
+  })
   const watch = new FilteredWatch('json', filter, () => {}, { startResourceVersion: '10' })
   watch.seed([cached(service('cloud', true, '5')), cached(service('edge', false, '6'))])
   const event = (type: string, object: any) => watch.take(Buffer.from(JSON.stringify({ type, object }) + '\n')).map(f => JSON.parse(f.toString()))
-  t.same(event('MODIFIED', service('cloud', false, '11')).map(e => e.type), ['ADDED'], 'the client never had the cloud-only Service: now it is kept, it is news')
-  t.same(event('MODIFIED', service('edge', true, '12')).map(e => [e.type, e.object.metadata.resourceVersion]), [['DELETED', '12']], 'the client had the edge one: now dropped, it is told it is gone')
+  t.same(
+    event('MODIFIED', service('cloud', false, '11')).map(e => e.type),
+    ['ADDED'],
+    'the client never had the cloud-only Service: now it is kept, it is news',
+  )
+  t.same(
+    event('MODIFIED', service('edge', true, '12')).map(e => [e.type, e.object.metadata.resourceVersion]),
+    [['DELETED', '12']],
+    'the client had the edge one: now dropped, it is told it is gone',
+  )
 })

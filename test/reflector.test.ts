@@ -43,7 +43,12 @@ t.test('a reflector against an apiserver that answers garbage waits longer each 
   }
   const { logger, text } = capturingLogger()
   const items: CachedObject[][] = []
-  const reflector = new Reflector('/api/v1/nodes', 'nodes', { replace: list => void items.push(list), event: () => {}, progress: () => {} }, { upstream, streams: new LiveStreams(), isOnline: () => true, log: logger, backoff, accept: metadataAccept })
+  const reflector = new Reflector(
+    '/api/v1/nodes',
+    'nodes',
+    { replace: list => void items.push(list), event: () => {}, progress: () => {} },
+    { upstream, streams: new LiveStreams(), isOnline: () => true, log: logger, backoff, accept: metadataAccept },
+  )
   void reflector.run()
   t.teardown(async () => {
     reflector.halt()
@@ -52,7 +57,8 @@ t.test('a reflector against an apiserver that answers garbage waits longer each 
   })
   await eventually(() => seen.length >= 6, 10_000, 'six attempts')
   t.same(waits.slice(0, 5), [20, 40, 80, 160, 320], 'each wait twice the last')
-  for (let i = 1; i < 6; i++) t.ok(seen[i] - seen[i - 1] >= waits[i - 1] - 5, `attempt ${i + 1} came after its wait (${Math.round(seen[i] - seen[i - 1])} ms ≥ ${waits[i - 1]} ms)`)
+  for (let i = 1; i < 6; i++)
+    t.ok(seen[i] - seen[i - 1] >= waits[i - 1] - 5, `attempt ${i + 1} came after its wait (${Math.round(seen[i] - seen[i - 1])} ms ≥ ${waits[i - 1]} ms)`)
   t.same(items, [], 'nothing taken from a list it could not read')
   t.match(text(), /"resource":"nodes"/)
   t.match(text(), /list nodes: .*without metadata\.name/, 'the error names the resource it read')
@@ -74,7 +80,16 @@ t.test('the reflector asks for metadata only and follows the stream', async t =>
       event: (type, n) => void (type === 'DELETED' ? state.delete(n.name) : state.set(n.name, labels(n))),
       progress: rv => (reached = rv),
     },
-    { upstream, streams: new LiveStreams(), isOnline: () => true, log: capturingLogger().logger, accept: { list: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1', watch: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1' } },
+    {
+      upstream,
+      streams: new LiveStreams(),
+      isOnline: () => true,
+      log: capturingLogger().logger,
+      accept: {
+        list: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1',
+        watch: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1',
+      },
+    },
   )
   void reflector.run()
   t.teardown(async () => {

@@ -39,7 +39,12 @@ t.test('names as kubectl takes them', async t => {
   }
   const unknown = resolveResourceName('no', cached)
   t.match(unknown, { error: /no cached resource is called "no"; cached: / }, 'a name nothing cached answers to says what is cached')
-  t.ok(compareVersions('v1', 'v1beta1') < 0 && compareVersions('v1beta2', 'v1beta1') < 0 && compareVersions('v1alpha1', 'v1beta1') > 0 && compareVersions('v2', 'v1') < 0)
+  t.ok(
+    compareVersions('v1', 'v1beta1') < 0 &&
+      compareVersions('v1beta2', 'v1beta1') < 0 &&
+      compareVersions('v1alpha1', 'v1beta1') > 0 &&
+      compareVersions('v2', 'v1') < 0,
+  )
 })
 
 t.test('the admin port answers to every short name of what kube-proxy and kubelet cached', async t => {

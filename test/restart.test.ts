@@ -15,8 +15,6 @@ import { tempDir } from './helpers/temp-dirs.ts'
 const kubelet = { 'user-agent': 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89' }
 const kubeProxy = { 'user-agent': 'kube-proxy/v1.24.0+0 (linux/amd64) kubernetes/2cc6ddc' }
 
-
-
 async function json(url: string): Promise<{ status: number; body: any }> {
   const res = await request(url, { headers: kubelet })
   return { status: res.statusCode, body: JSON.parse(await res.body.text()) }
@@ -98,7 +96,11 @@ t.test('SIGKILL mid-burst, restart offline: every file parses, nothing acknowled
   const configMaps = await json(`${second.url}/api/v1/namespaces/default/configmaps`)
   const names = new Set(configMaps.body.items.map((c: any) => c.metadata.name))
   t.ok(names.has('app-config'), 'configmaps')
-  t.same([...acknowledged.keys()].filter(n => !names.has(n)), [], 'every acknowledged burst object is served after the restart')
+  t.same(
+    [...acknowledged.keys()].filter(n => !names.has(n)),
+    [],
+    'every acknowledged burst object is served after the restart',
+  )
   const secret = await json(`${second.url}/api/v1/namespaces/default/secrets/app-secret`)
   t.equal(secret.status, 200, 'secrets')
   const lease = await json(`${second.url}/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/kind-worker2`)
@@ -119,19 +121,32 @@ t.test('SIGTERM with open watches exits 0, ends the watches, and leaves a loadab
   await (await request(`${hub.url}/api/v1/namespaces/default/configmaps`, { headers: kubelet })).body.dump()
   const rv = simulator.currentResourceVersion()
   const watches = await Promise.all(
-    [0, 1, 2].map(() => request(`${hub.url}/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true&resourceVersion=${rv}`, { headers: kubelet })),
+    [0, 1, 2].map(() =>
+      request(`${hub.url}/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true&resourceVersion=${rv}`, { headers: kubelet }),
+    ),
   )
-  t.same(watches.map(w => w.statusCode), [200, 200, 200])
+  t.same(
+    watches.map(w => w.statusCode),
+    [200, 200, 200],
+  )
   const readers = watches.map(w => readWatch(w.body))
   await eventually(() => readers.every(r => r.bookmarks() >= 3 || !r.isOpen()), 30_000, "three of the apiserver's BOOKMARKs on every watch")
-  t.same(readers.map(r => r.isOpen()), [true, true, true], `every watch is open after ${Math.min(...readers.map(r => r.bookmarks()))}+ BOOKMARK periods`)
+  t.same(
+    readers.map(r => r.isOpen()),
+    [true, true, true],
+    `every watch is open after ${Math.min(...readers.map(r => r.bookmarks()))}+ BOOKMARK periods`,
+  )
   const exited = once(hub.child, 'exit')
   hub.child.kill('SIGTERM')
   const [code] = await exited
   t.equal(code, 0, 'exit code 0')
   const ends = await Promise.race([Promise.all(readers.map(r => r.ended)), sleep(20_000, undefined, { ref: false })])
   t.ok(ends, 'every watch open until the SIGTERM was ended by the shutdown')
-  t.same(ends?.map(e => (e.error ? String(e.error) : 'clean')), ['clean', 'clean', 'clean'], 'ended cleanly after the last whole event')
+  t.same(
+    ends?.map(e => (e.error ? String(e.error) : 'clean')),
+    ['clean', 'clean', 'clean'],
+    'ended cleanly after the last whole event',
+  )
   const disk = await DiskCache.open(cacheDir, pino({ level: 'silent' }))
   t.teardown(() => disk.close())
   const report = await disk.load(() => {})

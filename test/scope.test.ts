@@ -20,7 +20,12 @@ t.test('covers: a whole list of `listed` tells everything about `requested`', as
     ['a narrower selector does not cover a wider one', s('', 'app=a,tier!=db'), s('', 'app=a'), false],
     ['set values in any order', s('', 'app in (b,a)'), s('', 'app in (a,b)'), true],
     ['a set does not cover another set', s('', 'app in (a,b)'), s('', 'app in (a,c)'), false],
-    ['kube-proxy’s service selector covers itself', s('', '!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name'), s('', '!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless'), true],
+    [
+      'kube-proxy’s service selector covers itself',
+      s('', '!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name'),
+      s('', '!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless'),
+      true,
+    ],
     ['one node’s pods do not cover another’s', s('', '', 'spec.nodeName=n1'), s('', '', 'spec.nodeName=n2'), false],
     ['one node’s pods cover themselves in a namespace', s('', '', 'spec.nodeName=n1'), s('default', '', 'spec.nodeName=n1'), true],
     ['one node’s pods do not cover all pods', s('', '', 'spec.nodeName=n1'), s(''), false],
@@ -42,6 +47,9 @@ t.test('inScope: vouched fields stand in for what the index cannot read', async 
   t.ok(inScope(object, s('', '', 'spec.nodeName=n1')))
   t.notOk(inScope(object, s('', '', 'spec.nodeName=n2')))
   t.notOk(inScope({ ...object, fields: undefined }, s('', '', 'spec.nodeName=n1')), 'no vouched value, no body: no match')
-  t.ok(inScope({ ...object, fields: undefined }, s('', '', 'spec.nodeName=n1'), () => 'n1'), 'the body decides when given')
+  t.ok(
+    inScope({ ...object, fields: undefined }, s('', '', 'spec.nodeName=n1'), () => 'n1'),
+    'the body decides when given',
+  )
   t.ok(inScope(object, s('default', 'app=a', 'metadata.name=p')))
 })

@@ -256,8 +256,16 @@ t.test('HTTPS port with the generated certificate', async t => {
     t.match(byIp.getPeerCertificate().subjectaltname, /IP Address:127\.0\.0\.1\b/)
     byIp.destroy()
 
-    await t.rejects(connectTls(port, { ca, servername: 'not-the-apiserver.example' }), { code: 'ERR_TLS_CERT_ALTNAME_INVALID' }, 'a name not in the certificate')
-    await t.rejects(connectTls(port, { ca: pki.ca.cert, servername: 'kubernetes' }), { code: 'UNABLE_TO_VERIFY_LEAF_SIGNATURE' }, 'another CA does not verify it')
+    await t.rejects(
+      connectTls(port, { ca, servername: 'not-the-apiserver.example' }),
+      { code: 'ERR_TLS_CERT_ALTNAME_INVALID' },
+      'a name not in the certificate',
+    )
+    await t.rejects(
+      connectTls(port, { ca: pki.ca.cert, servername: 'kubernetes' }),
+      { code: 'UNABLE_TO_VERIFY_LEAF_SIGNATURE' },
+      'another CA does not verify it',
+    )
   })
 
   t.test('TLS 1.2 and 1.3 are served, TLS 1.1 and 1.0 refused', async t => {
@@ -280,7 +288,11 @@ t.test('HTTPS port with the generated certificate', async t => {
       const accepted = await connectTls(controlPort, { ...old, minVersion: version, maxVersion: version })
       t.equal(accepted.getProtocol(), version, `control: the client can speak ${version}`)
       accepted.destroy()
-      await t.rejects(connectTls(port, { ...old, minVersion: version, maxVersion: version }), { code: /PROTOCOL_VERSION|UNSUPPORTED_PROTOCOL/ }, `the hub refuses ${version}`)
+      await t.rejects(
+        connectTls(port, { ...old, minVersion: version, maxVersion: version }),
+        { code: /PROTOCOL_VERSION|UNSUPPORTED_PROTOCOL/ },
+        `the hub refuses ${version}`,
+      )
     }
   })
 
@@ -383,7 +395,12 @@ t.test('HTTPS port with the generated certificate', async t => {
   })
 
   t.test('kubectl over HTTPS with the generated CA and a token', async t => {
-    h.simulator.create({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'web-over-https', namespace: 'default' }, spec: { containers: [{ name: 'web', image: 'nginx' }] } })
+    h.simulator.create({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'web-over-https', namespace: 'default' },
+      spec: { containers: [{ name: 'web', image: 'nginx' }] },
+    })
     const server = `https://127.0.0.1:${port}`
     const caFile = path.join(certDir, 'ca.crt')
     const before = h.simulator.requests.length
@@ -392,13 +409,26 @@ t.test('HTTPS port with the generated certificate', async t => {
     t.equal(byIp.code, 0, byIp.stderr)
     t.match(byIp.stdout, /default\s+web-over-https/)
 
-    const byName = await kubectl(server, ['--certificate-authority', caFile, '--tls-server-name', 'kubernetes.default.svc', '--token', userToken, 'get', 'pods', '-A'])
+    const byName = await kubectl(server, [
+      '--certificate-authority',
+      caFile,
+      '--tls-server-name',
+      'kubernetes.default.svc',
+      '--token',
+      userToken,
+      'get',
+      'pods',
+      '-A',
+    ])
     t.equal(byName.code, 0, byName.stderr)
     t.match(byName.stdout, /default\s+web-over-https/)
 
     const fromKubectl = h.simulator.requests.slice(before).filter(r => String(r.headers['user-agent']).startsWith('kubectl'))
     t.ok(fromKubectl.length >= 2)
-    t.ok(fromKubectl.every(r => r.user === userIdentity && r.headers.authorization === `Bearer ${userToken}`), "kubectl's token reached the apiserver")
+    t.ok(
+      fromKubectl.every(r => r.user === userIdentity && r.headers.authorization === `Bearer ${userToken}`),
+      "kubectl's token reached the apiserver",
+    )
 
     // (not without any credentials: on a 401 kubectl then prompts for a username on stdin)
     const wrong = await kubectl(server, ['--certificate-authority', caFile, '--token', 'not-a-token-anyone-knows', 'get', 'pods', '-A'])
@@ -426,10 +456,13 @@ t.test('files mode: replaced certificate files serve new connections; an open on
   t.teardown(() => simulator.close())
   const kubeconfig = await writeKubeconfig(path.join(dir, 'node'), { server: 'http://127.0.0.1:9', token: hubToken, inline: true })
   const captured = capturingLogger()
-  const hub = await startHub(hubConfig([simulator.url], { securePort: 0, tlsCertFile: certFile, tlsKeyFile: keyFile, certDir: path.join(dir, 'pki'), kubeconfig }), {
-    logger: captured.logger,
-    timing: { reloadIntervalMs: 100 },
-  })
+  const hub = await startHub(
+    hubConfig([simulator.url], { securePort: 0, tlsCertFile: certFile, tlsKeyFile: keyFile, certDir: path.join(dir, 'pki'), kubeconfig }),
+    {
+      logger: captured.logger,
+      timing: { reloadIntervalMs: 100 },
+    },
+  )
   t.teardown(() => hub.close())
   const port = portOf(await hub.secureUrl!)
   const ca = first.ca.cert + second.ca.cert

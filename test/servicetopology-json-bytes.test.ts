@@ -50,8 +50,14 @@ function agree(t: Test, raw: Buffer, input: ServiceTopologyInput, kind: 'Endpoin
   t.equal(out.subarray(0, outRange.start).toString(), raw.subarray(0, inRange.start).toString(), `${what}: bytes before the endpoints`)
   t.equal(out.subarray(outRange.end).toString(), raw.subarray(inRange.end).toString(), `${what}: bytes after the endpoints`)
   const kept = new Set((expected.object.endpoints as unknown[]).map(e => JSON.stringify(e)))
-  const keptBytes = elementRanges(raw, inRange).map(r => raw.subarray(r.start, r.end).toString()).filter(e => kept.has(JSON.stringify(JSON.parse(e))))
-  t.same(elementRanges(out, outRange).map(r => out.subarray(r.start, r.end).toString()), keptBytes, `${what}: each endpoint kept byte for byte`)
+  const keptBytes = elementRanges(raw, inRange)
+    .map(r => raw.subarray(r.start, r.end).toString())
+    .filter(e => kept.has(JSON.stringify(JSON.parse(e))))
+  t.same(
+    elementRanges(out, outRange).map(r => out.subarray(r.start, r.end).toString()),
+    keptBytes,
+    `${what}: each endpoint kept byte for byte`,
+  )
 }
 
 t.test('recorded slices, from every node, under every annotation', async t => {
@@ -71,7 +77,10 @@ t.test('recorded slices, from every node, under every annotation', async t => {
 
 t.test('a cluster of generated slices (10 endpoints over 30 nodes)', async t => {
   const topology = recordedContext(nodes[1])
-  const input: ServiceTopologyInput = { topology: { ...topology, poolNodes: new Set(['node-0', 'node-3', 'node-6']) }, annotationOf: () => 'openyurt.io/nodepool' }
+  const input: ServiceTopologyInput = {
+    topology: { ...topology, poolNodes: new Set(['node-0', 'node-3', 'node-6']) },
+    annotationOf: () => 'openyurt.io/nodepool',
+  }
   let changed = 0
   for (let i = 0; i < 300; i++) {
     const raw = Buffer.from(JSON.stringify(endpointSlice(i)))
@@ -83,20 +92,30 @@ t.test('a cluster of generated slices (10 endpoints over 30 nodes)', async t => 
 
 t.test('shapes the apiserver does not write: decided as the decoded filter decides', async t => {
   const input: ServiceTopologyInput = { topology: recordedContext('kind-worker2'), annotationOf: () => 'kubernetes.io/hostname' }
-  const base = JSON.parse(itemBytes('list-endpointslices.json').map(b => b.toString()).find(s => s.includes('kind-worker2'))!)
+  const base = JSON.parse(
+    itemBytes('list-endpointslices.json')
+      .map(b => b.toString())
+      .find(s => s.includes('kind-worker2'))!,
+  )
   const shapes: [string, unknown][] = [
     ['pretty-printed', base],
     ['endpoints null', { ...base, endpoints: null }],
     ['endpoints not an array', { ...base, endpoints: 'x' }],
     ['an endpoint that is not an object', { ...base, endpoints: [7, ...base.endpoints] }],
     ['nodeName not a string', { ...base, endpoints: base.endpoints.map((e: Json) => ({ ...e, nodeName: 5 })) }],
-    ['nodeName empty, hostname in topology', { ...base, endpoints: base.endpoints.map((e: Json) => ({ ...e, nodeName: '', topology: { 'kubernetes.io/hostname': e.nodeName } })) }],
+    [
+      'nodeName empty, hostname in topology',
+      { ...base, endpoints: base.endpoints.map((e: Json) => ({ ...e, nodeName: '', topology: { 'kubernetes.io/hostname': e.nodeName } })) },
+    ],
     ['metadata null', { ...base, metadata: null }],
     ['no service-name label', { ...base, metadata: { ...base.metadata, labels: {} } }],
     ['service-name label not a string', { ...base, metadata: { ...base.metadata, labels: { 'kubernetes.io/service-name': 5 } } }],
     ['labels not an object', { ...base, metadata: { ...base.metadata, labels: 'x' } }],
     ['namespace not a string', { ...base, metadata: { ...base.metadata, namespace: 7 } }],
-    ['node names not ASCII, and one like another', { ...base, endpoints: base.endpoints.map((e: Json, i: number) => ({ ...e, nodeName: i % 2 ? 'kïnd-worker2' : 'kind-wrker22' })) }],
+    [
+      'node names not ASCII, and one like another',
+      { ...base, endpoints: base.endpoints.map((e: Json, i: number) => ({ ...e, nodeName: i % 2 ? 'kïnd-worker2' : 'kind-wrker22' })) },
+    ],
     ['kind not a string', { ...base, kind: 3 }],
     ['apiVersion not a string', { ...base, kind: 'EndpointSlice', apiVersion: null }],
     ['another kind', { ...base, kind: 'ConfigMap', apiVersion: 'v1' }],
@@ -112,7 +131,11 @@ t.test('shapes the apiserver does not write: decided as the decoded filter decid
   // escaped member names and a repeated member: read as JSON.parse reads them
   const text = JSON.stringify(base)
   const escaped = Buffer.from(text.replaceAll('"nodeName"', '"node\\u004eame"'))
-  t.same(JSON.parse(String(filterSliceJsonBytes(escaped, input, 'EndpointSlice'))), filterEndpointsObject(JSON.parse(escaped.toString()), input, 'EndpointSlice').object, 'escaped member names')
+  t.same(
+    JSON.parse(String(filterSliceJsonBytes(escaped, input, 'EndpointSlice'))),
+    filterEndpointsObject(JSON.parse(escaped.toString()), input, 'EndpointSlice').object,
+    'escaped member names',
+  )
   const label = text.match(/"kubernetes.io\/service-name":"[^"]*"/)![0]
   for (const [what, changed] of [
     ['an escaped label name', text.replace(label, label.replace('io/', 'io\\/'))],
@@ -120,10 +143,18 @@ t.test('shapes the apiserver does not write: decided as the decoded filter decid
   ]) {
     const raw = Buffer.from(changed)
     const expected = filterEndpointsObject(JSON.parse(changed), input, 'EndpointSlice')
-    t.same(JSON.parse(String(filterSliceJsonBytes(raw, input, 'EndpointSlice'))), expected.changed ? expected.object : JSON.parse(changed), `${what} (${expected.changed ? 'filtered' : 'as it is'})`)
+    t.same(
+      JSON.parse(String(filterSliceJsonBytes(raw, input, 'EndpointSlice'))),
+      expected.changed ? expected.object : JSON.parse(changed),
+      `${what} (${expected.changed ? 'filtered' : 'as it is'})`,
+    )
   }
   const repeated = Buffer.from(text.replace('"endpoints":', '"endpoints":[],"endpoints":'))
-  t.same(JSON.parse(String(filterSliceJsonBytes(repeated, input, 'EndpointSlice'))), filterEndpointsObject(JSON.parse(repeated.toString()), input, 'EndpointSlice').object, 'a repeated member: the last')
+  t.same(
+    JSON.parse(String(filterSliceJsonBytes(repeated, input, 'EndpointSlice'))),
+    filterEndpointsObject(JSON.parse(repeated.toString()), input, 'EndpointSlice').object,
+    'a repeated member: the last',
+  )
 })
 
 t.test('core Endpoints are left to the decoded filter', async t => {
@@ -136,7 +167,9 @@ t.test('a Service without the annotation: its endpoints are not read', async t =
   const asked: string[] = []
   const input: ServiceTopologyInput = { topology: recordedContext('kind-worker2'), annotationOf: (ns, name) => (asked.push(`${ns}/${name}`), undefined) }
   // a nodeName with an escape JSON has not (\q): reading it would throw, skipping it does not
-  const raw = Buffer.from('{"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1","metadata":{"name":"a","namespace":"b","labels":{"kubernetes.io/service-name":"s"}},"endpoints":[{"nodeName":"kind-\\q"}]}')
+  const raw = Buffer.from(
+    '{"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1","metadata":{"name":"a","namespace":"b","labels":{"kubernetes.io/service-name":"s"}},"endpoints":[{"nodeName":"kind-\\q"}]}',
+  )
   t.equal(filterSliceJsonBytes(raw, input), raw)
   t.same(asked, ['b/s'])
   const annotated: ServiceTopologyInput = { ...input, annotationOf: () => 'kubernetes.io/hostname' }

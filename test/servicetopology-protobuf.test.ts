@@ -71,7 +71,10 @@ function fields(buf: Buffer): Field[] {
   while (r.next()) out.push({ field: r.field, all: buf.subarray(r.tagStart, r.pos), payload: buf.subarray(r.start, r.end) })
   return out
 }
-const strings = (buf: Buffer, field: number): string[] => fields(buf).filter(f => f.field === field).map(f => f.payload.toString())
+const strings = (buf: Buffer, field: number): string[] =>
+  fields(buf)
+    .filter(f => f.field === field)
+    .map(f => f.payload.toString())
 
 function lenField(field: number, payload: Buffer): Buffer {
   const out = Buffer.allocUnsafe(lenFieldSize(field, payload.length))
@@ -109,7 +112,10 @@ function checkSlice(t: Test, input: Buffer, output: Buffer): string[] {
   }
   // the order of fields: the endpoints that stay sit where they were
   const order = (fs: Field[]) => fs.map(f => f.field).filter((f, i, a) => f !== 2 || a[i - 1] !== 2)
-  t.same(order(outFields).filter(f => f !== 2), order(inFields).filter(f => f !== 2))
+  t.same(
+    order(outFields).filter(f => f !== 2),
+    order(inFields).filter(f => f !== 2),
+  )
   return outFields.filter(f => f.field === 2).flatMap(f => strings(f.payload, 1))
 }
 
@@ -131,13 +137,21 @@ t.test('list-endpointslices.pb', async t => {
   t.equal(after.apiVersion, 'discovery.k8s.io/v1')
   t.equal(after.kind, 'EndpointSliceList')
   t.same(
-    fields(out.subarray(4)).filter(f => f.field !== 2).map(f => f.all),
-    fields(body.subarray(4)).filter(f => f.field !== 2).map(f => f.all),
+    fields(out.subarray(4))
+      .filter(f => f.field !== 2)
+      .map(f => f.all),
+    fields(body.subarray(4))
+      .filter(f => f.field !== 2)
+      .map(f => f.all),
     'Unknown envelope fields other than raw byte-identical',
   )
   t.same(
-    fields(after.raw).filter(f => f.field !== 2).map(f => f.all),
-    fields(before.raw).filter(f => f.field !== 2).map(f => f.all),
+    fields(after.raw)
+      .filter(f => f.field !== 2)
+      .map(f => f.all),
+    fields(before.raw)
+      .filter(f => f.field !== 2)
+      .map(f => f.all),
     'ListMeta byte-identical',
   )
   const inList = splitList(before.raw)
@@ -156,12 +170,16 @@ t.test('list-endpointslices.pb', async t => {
     kept.set(name, checkSlice(t, inList.items[i], outList.items[i]))
   }
   // kind-worker2, pool shanghai (kind-worker2, kind-worker3): what the recorded slices keep
-  t.same(Object.fromEntries(kept), {
-    kubernetes: ['192.0.2.2'],
-    'svc-host-klmno': ['10.244.1.3'], // kubernetes.io/hostname: this node's one
-    'svc-ud1-abcde': ['10.244.1.3', '10.244.3.2'], // openyurt.io/nodepool: kind-worker2's and kind-worker3's
-    'svc-ud1-without-topology-fghij': ['10.244.2.3', '10.244.1.3'], // no annotation: all
-  }, 'every slice, the addresses it keeps')
+  t.same(
+    Object.fromEntries(kept),
+    {
+      kubernetes: ['192.0.2.2'],
+      'svc-host-klmno': ['10.244.1.3'], // kubernetes.io/hostname: this node's one
+      'svc-ud1-abcde': ['10.244.1.3', '10.244.3.2'], // openyurt.io/nodepool: kind-worker2's and kind-worker3's
+      'svc-ud1-without-topology-fghij': ['10.244.2.3', '10.244.1.3'], // no annotation: all
+    },
+    'every slice, the addresses it keeps',
+  )
   const index = (name: string) => inList.items.findIndex(i => sliceName(i) === name)
   t.ok(outList.items[index('kubernetes')].equals(inList.items[index('kubernetes')]), 'kubernetes slice byte-identical')
   t.ok(outList.items[index('svc-ud1-without-topology-fghij')].equals(inList.items[index('svc-ud1-without-topology-fghij')]))
@@ -186,7 +204,11 @@ t.test('filterEndpointsRaw on list items', async t => {
   }
   // other kinds, other versions: the same Buffer
   const pod = decodeUnknown(bytes('list-pods-kind-worker2.pb'))
-  for (const [apiVersion, kind] of [['v1', 'Pod'], ['discovery.k8s.io/v2', 'EndpointSlice'], ['v2', 'Endpoints']]) {
+  for (const [apiVersion, kind] of [
+    ['v1', 'Pod'],
+    ['discovery.k8s.io/v2', 'EndpointSlice'],
+    ['v2', 'Endpoints'],
+  ]) {
     const r = filterEndpointsRaw(apiVersion, kind, items[1], input)
     t.equal(r.raw, items[1])
     t.same([r.changed, r.dropped], [false, 0])
@@ -197,7 +219,13 @@ t.test('filterEndpointsRaw on list items', async t => {
 t.test('a single key with no match: the slice stays, with no endpoints', async t => {
   const body = bytes('list-endpointslices.pb')
   // kind-control-plane hosts none of the endpoints; its pool beijing has none either
-  const input = inputWith(new Map([['default/svc-ud1', 'kubernetes.io/hostname'], ['default/svc-host', 'openyurt.io/nodepool']]), 'kind-control-plane')
+  const input = inputWith(
+    new Map([
+      ['default/svc-ud1', 'kubernetes.io/hostname'],
+      ['default/svc-host', 'openyurt.io/nodepool'],
+    ]),
+    'kind-control-plane',
+  )
   const out = chainFor(input).body('protobuf', body)!
   const inItems = splitList(decodeUnknown(body).raw).items
   const outItems = splitList(decodeUnknown(out).raw).items
@@ -207,7 +235,13 @@ t.test('a single key with no match: the slice stays, with no endpoints', async t
     const name = sliceName(inItems[i])
     if (name === 'svc-ud1-abcde' || name === 'svc-host-klmno') {
       t.equal(fields(outItems[i]).filter(f => f.field === 2).length, 0, `${name}: field 2 absent`)
-      t.same(fields(outItems[i]).map(f => f.all), fields(inItems[i]).filter(f => f.field !== 2).map(f => f.all), `${name}: everything else identical`)
+      t.same(
+        fields(outItems[i]).map(f => f.all),
+        fields(inItems[i])
+          .filter(f => f.field !== 2)
+          .map(f => f.all),
+        `${name}: everything else identical`,
+      )
     } else t.ok(outItems[i].equals(inItems[i]))
   }
 })
@@ -215,7 +249,11 @@ t.test('a single key with no match: the slice stays, with no endpoints', async t
 t.test('unchanged input: the same Buffer', async t => {
   // Services without the annotation
   const none = inputWith(new Map())
-  for (const [name, path] of [['list-endpointslices.pb', slicesPath], ['get-endpointslice-v1beta1.pb', v1beta1Path], ['get-endpoints-svc-ud1.pb', endpointsPath]]) {
+  for (const [name, path] of [
+    ['list-endpointslices.pb', slicesPath],
+    ['get-endpointslice-v1beta1.pb', v1beta1Path],
+    ['get-endpoints-svc-ud1.pb', endpointsPath],
+  ]) {
     const body = bytes(name)
     t.equal(chainFor(none, path).body('protobuf', body), body, `${name}: the same Buffer`)
   }
@@ -229,7 +267,13 @@ t.test('unchanged input: the same Buffer', async t => {
   const list = bytes('list-endpointslices.pb')
   t.equal(chainFor(inputWith(() => '*')).body('protobuf', list), list)
   const body = bytes('get-endpoints-svc-ud1.pb')
-  t.equal(chainFor(inputWith(() => 'kubernetes.io/hostname,*', 'kind-control-plane'), endpointsPath).body('protobuf', body), body)
+  t.equal(
+    chainFor(
+      inputWith(() => 'kubernetes.io/hostname,*', 'kind-control-plane'),
+      endpointsPath,
+    ).body('protobuf', body),
+    body,
+  )
 })
 
 t.test('an invalid annotation: reported, the object unchanged', async t => {
@@ -284,7 +328,11 @@ t.test('watch-endpointslices.pb frames', async t => {
     const out = away.frame('protobuf', frame)!
     t.equal(out.readUInt32BE(0), out.length - 4)
     t.equal(decodeWatchEvent(out).type, type)
-    t.same(fields(decodeUnknown(decodeWatchEvent(out).object).raw).filter(f => f.field === 2), [], `${type} has none now`)
+    t.same(
+      fields(decodeUnknown(decodeWatchEvent(out).object).raw).filter(f => f.field === 2),
+      [],
+      `${type} has none now`,
+    )
   }
   t.equal(away.frame('protobuf', all[3]), all[3])
 })
@@ -292,7 +340,13 @@ t.test('watch-endpointslices.pb frames', async t => {
 t.test('watch ERROR frames pass as they are', async t => {
   const frame = frames(bytes('watch-expired.pb'))[0]
   t.equal(decodeWatchEvent(frame).type, 'ERROR')
-  t.equal(chainFor(inputWith(() => 'kubernetes.io/hostname'), watchPath).frame('protobuf', frame), frame)
+  t.equal(
+    chainFor(
+      inputWith(() => 'kubernetes.io/hostname'),
+      watchPath,
+    ).frame('protobuf', frame),
+    frame,
+  )
 })
 
 // --- v1beta1 slices and core Endpoints -----------------------------------------------------------
@@ -334,9 +388,7 @@ t.test('get-endpointslice-v1beta1.pb: the node from the topology map', async t =
   t.notOk(r.changed, 'both endpoints now on kind-worker2')
   t.equal(r.raw, rewritten)
   // an empty nodeName counts as absent (as in the JSON filter): the map decides
-  const emptyNode = Buffer.concat(
-    parts.map(f => (f.field === 2 ? lenField(2, Buffer.concat([f.payload, Buffer.from([0x32, 0x00])])) : f.all)),
-  )
+  const emptyNode = Buffer.concat(parts.map(f => (f.field === 2 ? lenField(2, Buffer.concat([f.payload, Buffer.from([0x32, 0x00])])) : f.all)))
   const e = filterEndpointsRaw('discovery.k8s.io/v1beta1', 'EndpointSlice', emptyNode, input)
   t.same(checkSlice(t, emptyNode, e.raw), ['10.244.1.3'])
   // an unknown node: the endpoint's own zone (from the map) stands in for the zone label
@@ -351,9 +403,15 @@ function subsetsOf(raw: Buffer) {
   return fields(raw)
     .filter(f => f.field === 2)
     .map(s => ({
-      addresses: fields(s.payload).filter(f => f.field === 1).map(a => strings(a.payload, 1)[0]),
-      notReady: fields(s.payload).filter(f => f.field === 2).map(a => strings(a.payload, 1)[0]),
-      ports: fields(s.payload).filter(f => f.field === 3).map(f => f.all),
+      addresses: fields(s.payload)
+        .filter(f => f.field === 1)
+        .map(a => strings(a.payload, 1)[0]),
+      notReady: fields(s.payload)
+        .filter(f => f.field === 2)
+        .map(a => strings(a.payload, 1)[0]),
+      ports: fields(s.payload)
+        .filter(f => f.field === 3)
+        .map(f => f.all),
     }))
 }
 
@@ -379,10 +437,17 @@ t.test('get-endpoints-svc-ud1.pb: ready and not-ready addresses, one decision', 
     )
     const addressCount = (raw: Buffer) => subsetsOf(raw).reduce((n, s) => n + s.addresses.length + s.notReady.length, 0)
     t.equal(addressCount(before.raw), 4)
-    t.equal(addressCount(after.raw), expected.reduce((n, s) => n + s.addresses.length + s.notReady.length, 0))
+    t.equal(
+      addressCount(after.raw),
+      expected.reduce((n, s) => n + s.addresses.length + s.notReady.length, 0),
+    )
     t.same(
-      fields(after.raw).filter(f => f.field !== 2).map(f => f.all),
-      fields(before.raw).filter(f => f.field !== 2).map(f => f.all),
+      fields(after.raw)
+        .filter(f => f.field !== 2)
+        .map(f => f.all),
+      fields(before.raw)
+        .filter(f => f.field !== 2)
+        .map(f => f.all),
       'metadata byte-identical',
     )
     for (const s of subsetsOf(after.raw)) t.same(s.ports, subsetsOf(before.raw)[0].ports, 'ports byte-identical')
@@ -400,21 +465,40 @@ t.test('Endpoints: a subset left empty goes, the others stay', async t => {
   // a second subset: one address on kind-worker, then the ports of the first
   const address = Buffer.allocUnsafe(lenFieldSize(1, 8) + lenFieldSize(4, 11))
   writeStringField(address, writeStringField(address, 0, 1, '10.9.9.9', 8), 4, 'kind-worker', 11)
-  const ports = fields(original.payload).filter(f => f.field === 3).map(f => f.all)
+  const ports = fields(original.payload)
+    .filter(f => f.field === 3)
+    .map(f => f.all)
   const second = lenField(2, Buffer.concat([lenField(1, address), ...ports]))
   // a subset with ports only, as `kubectl apply` can store: not the filter's to drop
   const portsOnly = lenField(2, Buffer.concat(ports))
   const two = Buffer.concat([raw, second, portsOnly])
-  t.same(subsetsOf(two).map(s => s.addresses), [['10.244.2.3', '10.244.1.3', '10.244.3.2'], ['10.9.9.9'], []])
+  t.same(
+    subsetsOf(two).map(s => s.addresses),
+    [['10.244.2.3', '10.244.1.3', '10.244.3.2'], ['10.9.9.9'], []],
+  )
 
   const input = inputWith(new Map([['default/svc-ud1', 'openyurt.io/nodepool']]))
   const r = filterEndpointsRaw('v1', 'Endpoints', two, input)
   t.equal(r.dropped, 3)
-  t.same(subsetsOf(r.raw).map(s => [s.addresses, s.notReady]), [[['10.244.1.3', '10.244.3.2'], []], [[], []]], 'the emptied subset goes')
+  t.same(
+    subsetsOf(r.raw).map(s => [s.addresses, s.notReady]),
+    [
+      [['10.244.1.3', '10.244.3.2'], []],
+      [[], []],
+    ],
+    'the emptied subset goes',
+  )
   t.ok(fields(r.raw).at(-1)!.all.equals(portsOnly), 'the subset that had no addresses stays')
   // on kind-worker the second subset is untouched (byte-identical) and the first keeps its kind-worker addresses
   const w = filterEndpointsRaw('v1', 'Endpoints', two, inputWith(new Map([['default/svc-ud1', 'kubernetes.io/hostname']]), 'kind-worker'))
-  t.same(subsetsOf(w.raw).map(s => [s.addresses, s.notReady]), [[['10.244.2.3'], ['10.244.2.2']], [['10.9.9.9'], []], [[], []]])
+  t.same(
+    subsetsOf(w.raw).map(s => [s.addresses, s.notReady]),
+    [
+      [['10.244.2.3'], ['10.244.2.2']],
+      [['10.9.9.9'], []],
+      [[], []],
+    ],
+  )
   t.ok(fields(w.raw).at(-2)!.all.equals(second), 'untouched subset byte-identical')
 })
 
@@ -435,7 +519,8 @@ t.test('malformed input through the chain: never a throw or a hang; what it cann
   const watch = chainFor(input, watchPath)
   const notProtobuf = Buffer.from('{"kind":"EndpointSliceList"}')
   t.equal(slices.body('protobuf', notProtobuf), notProtobuf, 'not protobuf: the same Buffer')
-  for (const frame of [Buffer.from([0, 0]), Buffer.from([0, 0, 0, 9, 1])]) t.equal(watch.frame('protobuf', frame), frame, 'a frame shorter than its prefix says: the same Buffer')
+  for (const frame of [Buffer.from([0, 0]), Buffer.from([0, 0, 0, 9, 1])])
+    t.equal(watch.frame('protobuf', frame), frame, 'a frame shorter than its prefix says: the same Buffer')
   const body = bytes('list-endpointslices.pb')
   const truncated = body.subarray(0, body.length - 7)
   t.equal(slices.body('protobuf', truncated), truncated, 'truncated: the same Buffer')
@@ -445,10 +530,22 @@ t.test('malformed input through the chain: never a throw or a hang; what it cann
   const list = splitList(decodeUnknown(body).raw)
   const badAt = list.items.findIndex(i => sliceName(i) === 'svc-ud1-abcde')
   const bad = Buffer.concat([list.items[badAt], Buffer.from([0x10, 0x01])])
-  const withBad = encodeUnknown({ apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSliceList', raw: assembleList({ ...list, items: list.items.map((item, i) => (i === badAt ? bad : item)) }) })
+  const withBad = encodeUnknown({
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSliceList',
+    raw: assembleList({ ...list, items: list.items.map((item, i) => (i === badAt ? bad : item)) }),
+  })
   const out = splitList(decodeUnknown(slices.body('protobuf', withBad)!).raw).items
   t.ok(out[badAt].equals(bad), 'the malformed item byte-identical')
-  t.same(checkSlice(t, list.items[list.items.findIndex(i => sliceName(i) === 'svc-host-klmno')], out.find(i => sliceName(i) === 'svc-host-klmno')!), ['10.244.1.3'], 'svc-host filtered')
+  t.same(
+    checkSlice(
+      t,
+      list.items[list.items.findIndex(i => sliceName(i) === 'svc-host-klmno')],
+      out.find(i => sliceName(i) === 'svc-host-klmno')!,
+    ),
+    ['10.244.1.3'],
+    'svc-host filtered',
+  )
   t.equal(input.warnings.length, 1)
   t.match(input.warnings[0], /^servicetopology: an object passed unfiltered: /)
 

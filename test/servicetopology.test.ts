@@ -109,8 +109,7 @@ t.test('the v1beta1 slice: node and zone in topology', async t => {
 })
 
 t.test('core Endpoints: one decision over ready and not-ready addresses', async t => {
-  const ips = (o: Json) =>
-    (o.subsets ?? []).map((s: Json) => [(s.addresses ?? []).map((a: Json) => a.ip), (s.notReadyAddresses ?? []).map((a: Json) => a.ip)])
+  const ips = (o: Json) => (o.subsets ?? []).map((s: Json) => [(s.addresses ?? []).map((a: Json) => a.ip), (s.notReadyAddresses ?? []).map((a: Json) => a.ip)])
 
   const { input, asked } = inputWith(recorded)
   const r = filterEndpointsObject(endpoints, input)

@@ -181,7 +181,10 @@ t.test('compact(): an old continue token gets 410 with a token for the rest, inc
   for (const n of ['a', 'b', 'c', 'd']) s.create(cm(n))
   const base = `${s.url}/api/v1/namespaces/default/configmaps`
   const first = await request(`${base}?limit=2`)
-  t.same(first.json.items.map((i: any) => i.metadata.name), ['a', 'b'])
+  t.same(
+    first.json.items.map((i: any) => i.metadata.name),
+    ['a', 'b'],
+  )
   const token = first.json.metadata.continue
   const listRV = first.json.metadata.resourceVersion
 
@@ -214,12 +217,19 @@ t.test('compact(): an old continue token gets 410 with a token for the rest, inc
 
   const rest = await request(`${base}?limit=2&continue=${fresh}`)
   t.equal(rest.status, 200)
-  t.same(rest.json.items.map((i: any) => i.metadata.name), ['bb', 'd'], 'from the same key, as things are now (c gone, bb new)')
+  t.same(
+    rest.json.items.map((i: any) => i.metadata.name),
+    ['bb', 'd'],
+    'from the same key, as things are now (c gone, bb new)',
+  )
   t.equal(rest.json.metadata.resourceVersion, s.currentResourceVersion(), 'at the current resourceVersion')
   t.not(rest.json.metadata.resourceVersion, listRV)
   t.equal(decodeToken(rest.json.metadata.continue).rv, Number(s.currentResourceVersion()), 'the next token pins the current revision')
   const last = await request(`${base}?limit=2&continue=${rest.json.metadata.continue}`)
-  t.same(last.json.items.map((i: any) => i.metadata.name), ['e'])
+  t.same(
+    last.json.items.map((i: any) => i.metadata.name),
+    ['e'],
+  )
   t.equal(last.json.metadata.continue, undefined)
 
   t.equal((await request(`${base}?limit=2&continue=${token}`)).status, 410, 'the old token stays expired')
@@ -257,7 +267,11 @@ t.test('WatchList: the state as ADDED, a BOOKMARK marking its end, then live eve
   const end = await w.next()
   t.same(end, {
     type: 'BOOKMARK',
-    object: { kind: 'ConfigMap', apiVersion: 'v1', metadata: { resourceVersion: stateRV, creationTimestamp: null, annotations: { 'k8s.io/initial-events-end': 'true' } } },
+    object: {
+      kind: 'ConfigMap',
+      apiVersion: 'v1',
+      metadata: { resourceVersion: stateRV, creationTimestamp: null, annotations: { 'k8s.io/initial-events-end': 'true' } },
+    },
   })
   t.same(Object.keys(end.object.metadata), ['resourceVersion', 'creationTimestamp', 'annotations'], "ObjectMeta's field order")
   s.patch('v1', 'ConfigMap', 'default', 'b', { metadata: { labels: { app: 'web' } } })
@@ -275,7 +289,12 @@ t.test('WatchList: the state as ADDED, a BOOKMARK marking its end, then live eve
     const events = [await o.next(), await o.next(), await o.next(), await o.next()]
     t.same(
       events.map(e => [e.type, e.object.metadata.name ?? e.object.metadata.resourceVersion]),
-      [['ADDED', 'a'], ['ADDED', 'b'], ['ADDED', 'd'], ['BOOKMARK', s.currentResourceVersion()]],
+      [
+        ['ADDED', 'a'],
+        ['ADDED', 'b'],
+        ['ADDED', 'd'],
+        ['BOOKMARK', s.currentResourceVersion()],
+      ],
       `resourceVersion=${rv}: the current state`,
     )
     t.equal(events[0].object.data.k, 'new')
@@ -335,15 +354,21 @@ t.test('list and watch options are validated as the apiserver does: 422 Invalid 
     })
   }
   const forbidden = (field: string, detail: string) => ({ field, reason: 'FieldValueForbidden', body: `Forbidden: ${detail}` })
-  await invalid('watch=true&sendInitialEvents=true', [forbidden('resourceVersionMatch', 'sendInitialEvents requires setting resourceVersionMatch to NotOlderThan')])
-  await invalid('watch=true&resourceVersionMatch=NotOlderThan', [forbidden('resourceVersionMatch', 'resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided')])
+  await invalid('watch=true&sendInitialEvents=true', [
+    forbidden('resourceVersionMatch', 'sendInitialEvents requires setting resourceVersionMatch to NotOlderThan'),
+  ])
+  await invalid('watch=true&resourceVersionMatch=NotOlderThan', [
+    forbidden('resourceVersionMatch', 'resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided'),
+  ])
   await invalid('watch=true&sendInitialEvents=true&resourceVersionMatch=Exact', [
     forbidden('resourceVersionMatch', 'sendInitialEvents requires setting resourceVersionMatch to NotOlderThan'),
     { field: 'resourceVersionMatch', reason: 'FieldValueNotSupported', body: 'Unsupported value: "Exact": supported values: "NotOlderThan"' },
   ])
   await invalid('sendInitialEvents=true', [forbidden('sendInitialEvents', 'sendInitialEvents is forbidden for list')])
   await invalid('resourceVersionMatch=Exact', [forbidden('resourceVersionMatch', 'resourceVersionMatch is forbidden unless resourceVersion is provided')])
-  await invalid('resourceVersion=0&resourceVersionMatch=Exact', [forbidden('resourceVersionMatch', 'resourceVersionMatch "exact" is forbidden for resourceVersion "0"')])
+  await invalid('resourceVersion=0&resourceVersionMatch=Exact', [
+    forbidden('resourceVersionMatch', 'resourceVersionMatch "exact" is forbidden for resourceVersion "0"'),
+  ])
   await invalid('resourceVersion=1&resourceVersionMatch=Foo', [
     { field: 'resourceVersionMatch', reason: 'FieldValueNotSupported', body: 'Unsupported value: "Foo": supported values: "Exact", "NotOlderThan", ""' },
   ])
@@ -367,11 +392,20 @@ t.test('the request log: verb, path and query of each request, and countRequests
   const w3 = await watch(`${s.url}/api/v1/namespaces/default/configmaps?watch=1`)
   t.teardown(() => [w1, w2, w3].forEach(w => w.close()))
   t.match(s.requests[0], { method: 'GET', path: '/api/v1/namespaces/default/configmaps', query: { limit: '5' }, verb: 'list', watch: false })
-  t.match(s.requests[1], { path: '/api/v1/pods', query: { watch: 'true', fieldSelector: 'spec.nodeName=n1', resourceVersion: '0' }, verb: 'watch', watch: true })
+  t.match(s.requests[1], {
+    path: '/api/v1/pods',
+    query: { watch: 'true', fieldSelector: 'spec.nodeName=n1', resourceVersion: '0' },
+    verb: 'watch',
+    watch: true,
+  })
   t.equal(s.countRequests({ watch: true }), 3)
   t.equal(s.countRequests({ watch: true, path: '/api/v1/pods' }), 2, 'per scope')
   t.equal(s.countRequests({ watch: true, query: { fieldSelector: 'spec.nodeName=n2' } }), 1, 'per selector')
-  t.equal(s.countRequests(r => r.watch && r.headers.accept === table), 1, 'per format')
+  t.equal(
+    s.countRequests(r => r.watch && r.headers.accept === table),
+    1,
+    'per format',
+  )
   t.equal(s.countRequests({ verb: 'list' }), 1)
   t.equal(s.countRequests(), s.requests.length)
 })

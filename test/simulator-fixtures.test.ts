@@ -73,7 +73,7 @@ t.test('limit=1 has the recorded continue token and remainingItemCount', async t
   t.same(Object.keys(got), Object.keys(real), 'same fields in the same order')
   t.equal(got.start, real.start, 'the same start key')
   t.equal(got.rv, Number(r.json.metadata.resourceVersion))
-  t.notMatch(r.json.metadata.continue, /[=+/]/, 'unpadded base64url, like Go\'s RawURLEncoding')
+  t.notMatch(r.json.metadata.continue, /[=+/]/, "unpadded base64url, like Go's RawURLEncoding")
 })
 
 t.test('errors are the recorded Status objects', async t => {
@@ -87,7 +87,10 @@ t.test('errors are the recorded Status objects', async t => {
   t.equal(bc.status, 400)
   t.same(bc.json, fixture('list-bad-continue.json'))
 
-  const invalid = await request(`${sim.url}/api/v1/namespaces/default/configmaps`, { method: 'POST', body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x y' } } })
+  const invalid = await request(`${sim.url}/api/v1/namespaces/default/configmaps`, {
+    method: 'POST',
+    body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x y' } },
+  })
   t.equal(invalid.status, 422)
   t.same(invalid.json, fixture('create-invalid.json'))
 
@@ -111,7 +114,9 @@ t.test('a watch has the recorded events and BOOKMARK', async t => {
     .filter(l => l.trim() !== '')
     .map(l => JSON.parse(l))
   const list = await request(`${sim.url}/apis/discovery.k8s.io/v1/endpointslices`)
-  const w = await watch(`${sim.url}/apis/discovery.k8s.io/v1/endpointslices?watch=true&allowWatchBookmarks=true&resourceVersion=${list.json.metadata.resourceVersion}`)
+  const w = await watch(
+    `${sim.url}/apis/discovery.k8s.io/v1/endpointslices?watch=true&allowWatchBookmarks=true&resourceVersion=${list.json.metadata.resourceVersion}`,
+  )
   t.equal(w.status, 200)
   t.equal(w.headers['content-type'], 'application/json')
   // what was done to the real cluster: an endpoint removed from svc-ud1-abcde, svc-ud1-zzzzz added and deleted
@@ -130,7 +135,10 @@ t.test('a watch has the recorded events and BOOKMARK', async t => {
     if (e.type !== 'BOOKMARK' || events.length >= 3) events.push(e)
   }
   w.close()
-  t.same(events.map(e => e.type), recorded.map(e => e.type))
+  t.same(
+    events.map(e => e.type),
+    recorded.map(e => e.type),
+  )
   for (let i = 0; i < recorded.length; i++) t.same(shapeOf(events[i]), shapeOf(recorded[i]), `event ${i} (${recorded[i].type})`)
   t.same(events[0].object.endpoints, recorded[0].object.endpoints, 'the same endpoints remain')
   t.equal(events[0].object.metadata.generation, 2, 'the change bumped generation, as recorded')
@@ -140,7 +148,9 @@ t.test('a watch has the recorded events and BOOKMARK', async t => {
 
 t.test('Table and PartialObjectMetadataList have the recorded shape', async t => {
   const sim = await recordedCluster(t)
-  const table = await request(`${sim.url}/apis/discovery.k8s.io/v1/endpointslices`, { headers: { Accept: 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json' } })
+  const table = await request(`${sim.url}/apis/discovery.k8s.io/v1/endpointslices`, {
+    headers: { Accept: 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json' },
+  })
   const want = fixture('list-endpointslices.table.json')
   t.same(shapeOf(table.json), shapeOf(want))
   t.same(table.json.columnDefinitions, want.columnDefinitions)
@@ -179,7 +189,9 @@ t.test('other recorded shapes: v1beta1 slice, custom resources, selectors', asyn
     const obj = fixture(name)
     sim.create(asWritten(obj, obj.apiVersion, obj.kind))
     const path = obj.apiVersion === 'v1' ? '/api/v1' : `/apis/${obj.apiVersion}`
-    const r = await request(`${sim.url}${path}/namespaces/${obj.metadata.namespace}/${obj.kind.toLowerCase()}${obj.kind === 'Endpoints' ? '' : 's'}/${obj.metadata.name}`)
+    const r = await request(
+      `${sim.url}${path}/namespaces/${obj.metadata.namespace}/${obj.kind.toLowerCase()}${obj.kind === 'Endpoints' ? '' : 's'}/${obj.metadata.name}`,
+    )
     t.same(shapeOf(r.json), shapeOf(obj), name)
   }
 

@@ -45,10 +45,19 @@ t.test("kubelet's first start: Lease and CSINode 404 then created in protobuf, i
   const csiNode = start.csiNodeCreate.body
   t.match(csiNode.metadata, { name: node, uid: uidPattern, resourceVersion: /^\d+$/, creationTimestamp: timePattern })
   t.notOk('namespace' in csiNode.metadata, 'cluster-scoped')
-  t.equal(csiNode.metadata.annotations['storage.alpha.kubernetes.io/migrated-plugins'], written('02-create-csinodes.json').requestObject.metadata.annotations['storage.alpha.kubernetes.io/migrated-plugins'])
+  t.equal(
+    csiNode.metadata.annotations['storage.alpha.kubernetes.io/migrated-plugins'],
+    written('02-create-csinodes.json').requestObject.metadata.annotations['storage.alpha.kubernetes.io/migrated-plugins'],
+  )
   t.strictSame(csiNode.spec, { drivers: null })
 
-  const empty = (apiVersion: string, kind: string) => ({ status: 200, contentType: protobufContentType, apiVersion, kind, body: { kind, apiVersion, items: [] } })
+  const empty = (apiVersion: string, kind: string) => ({
+    status: 200,
+    contentType: protobufContentType,
+    apiVersion,
+    kind,
+    body: { kind, apiVersion, items: [] },
+  })
   t.match(start.informers.csiDrivers, empty('storage.k8s.io/v1', 'CSIDriverList'))
   t.match(start.informers.runtimeClasses, empty('node.k8s.io/v1', 'RuntimeClassList'))
   t.strictSame(start.informers.csiDrivers.body.items, [])
@@ -62,7 +71,14 @@ t.test("kubelet's first start: Lease and CSINode 404 then created in protobuf, i
   const added = await driversWatch!.waitFor(e => e.type === 'ADDED')
   t.strictSame(
     added.object.spec,
-    { attachRequired: true, podInfoOnMount: true, volumeLifecycleModes: ['Persistent'], storageCapacity: false, fsGroupPolicy: 'ReadWriteOnceWithFSType', requiresRepublish: false },
+    {
+      attachRequired: true,
+      podInfoOnMount: true,
+      volumeLifecycleModes: ['Persistent'],
+      storageCapacity: false,
+      fsGroupPolicy: 'ReadWriteOnceWithFSType',
+      requiresRepublish: false,
+    },
     "the informer's watch sees a new CSIDriver with v1.24's defaults",
   )
   const bookmark = await classesWatch!.waitFor(e => e.type === 'BOOKMARK')
@@ -85,7 +101,10 @@ t.test("kubelet's first start: Lease and CSINode 404 then created in protobuf, i
     ],
   )
   t.ok(sent.every(r => r.headers.accept === kubeletAccept))
-  t.strictSame(sent.filter(r => r.method === 'POST').map(r => r.headers['content-type']), [protobufContentType, protobufContentType])
+  t.strictSame(
+    sent.filter(r => r.method === 'POST').map(r => r.headers['content-type']),
+    [protobufContentType, protobufContentType],
+  )
 })
 
 t.test('Lease renewals: a PUT built from the previous answer is 200, one from a stale answer 409 Conflict', async t => {
@@ -108,7 +127,13 @@ t.test('Lease renewals: a PUT built from the previous answer is 200, one from a 
 
   const stale = await renewLease(sim.url, first.body, { renewTime: '2026-11-25T13:19:21.000001Z' })
   t.match(stale, { status: 409, contentType: protobufContentType, apiVersion: 'v1', kind: 'Status' })
-  t.match(stale.body, { status: 'Failure', reason: 'Conflict', code: 409, message: conflictMessage, details: { name: node, group: 'coordination.k8s.io', kind: 'leases' } })
+  t.match(stale.body, {
+    status: 'Failure',
+    reason: 'Conflict',
+    code: 409,
+    message: conflictMessage,
+    details: { name: node, group: 'coordination.k8s.io', kind: 'leases' },
+  })
   t.equal(sim.get('coordination.k8s.io/v1', 'Lease', 'kube-node-lease', node).spec.renewTime, '2026-11-25T13:19:11.043257Z', 'the conflict changed nothing')
 })
 
@@ -123,7 +148,11 @@ t.test('after a restart kubelet reads its Lease, its CSINode and the empty lists
     const contentType = format === 'protobuf' ? protobufContentType : 'application/json'
     const read = await readAfterRestart(sim.url, node, format)
     t.match(read.lease, { status: 200, contentType, apiVersion: 'coordination.k8s.io/v1', kind: 'Lease' }, `${format}: Lease`)
-    t.strictSame(read.lease.body.spec, { holderIdentity: node, leaseDurationSeconds: 40, renewTime: '2026-11-25T13:19:00.944151Z' }, `${format}: the last renewal`)
+    t.strictSame(
+      read.lease.body.spec,
+      { holderIdentity: node, leaseDurationSeconds: 40, renewTime: '2026-11-25T13:19:00.944151Z' },
+      `${format}: the last renewal`,
+    )
     t.equal(read.lease.body.metadata.resourceVersion, renewed.body.metadata.resourceVersion)
     t.match(read.csiNode, { status: 200, contentType, apiVersion: 'storage.k8s.io/v1', kind: 'CSINode' }, `${format}: CSINode`)
     t.strictSame(read.csiNode.body.spec, { drivers: null })
@@ -137,10 +166,14 @@ t.test('after a restart kubelet reads its Lease, its CSINode and the empty lists
   t.equal(again.status, 200, 'a renewal from what was read after the restart')
 })
 
-t.test("the recorded requestObjects, protobuf-encoded as kubelet sends them, are accepted; the recorded resourceVersion is stale", async t => {
+t.test('the recorded requestObjects, protobuf-encoded as kubelet sends them, are accepted; the recorded resourceVersion is stale', async t => {
   const sim = await simulator(t)
   const post = (path: string, object: unknown) =>
-    request(`${sim.url}${path}`, { method: 'POST', headers: { 'Content-Type': protobufContentType, Accept: kubeletAccept, 'User-Agent': kubeletUserAgent }, body: encodeBody(object) })
+    request(`${sim.url}${path}`, {
+      method: 'POST',
+      headers: { 'Content-Type': protobufContentType, Accept: kubeletAccept, 'User-Agent': kubeletUserAgent },
+      body: encodeBody(object),
+    })
   const leaseReply = await post('/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases?timeout=10s', written('03-create-leases.json').requestObject)
   t.equal(leaseReply.status, 201)
   t.equal(leaseReply.headers['content-type'], protobufContentType)
@@ -187,15 +220,27 @@ t.test('CSINode, CSIDriver and RuntimeClass are served as the apiserver serves t
   // names as the apiserver validates them (a CSINode's is a node name: a DNS subdomain)
   const bad = await request(`${sim.url}/apis/storage.k8s.io/v1/csinodes`, { method: 'POST', headers: json, body: { metadata: { name: 'Edge_1' }, spec: {} } })
   t.equal(bad.status, 422)
-  t.match(bad.json, { reason: 'Invalid', message: /^CSINode\.storage\.k8s\.io "Edge_1" is invalid: metadata\.name: Invalid value: "Edge_1": a lowercase RFC 1123 subdomain/, details: { group: 'storage.k8s.io', kind: 'CSINode' } })
-  const handler = await request(`${sim.url}/apis/node.k8s.io/v1/runtimeclasses`, { method: 'POST', headers: json, body: { metadata: { name: 'gvisor' }, handler: 'run.sc' } })
+  t.match(bad.json, {
+    reason: 'Invalid',
+    message: /^CSINode\.storage\.k8s\.io "Edge_1" is invalid: metadata\.name: Invalid value: "Edge_1": a lowercase RFC 1123 subdomain/,
+    details: { group: 'storage.k8s.io', kind: 'CSINode' },
+  })
+  const handler = await request(`${sim.url}/apis/node.k8s.io/v1/runtimeclasses`, {
+    method: 'POST',
+    headers: json,
+    body: { metadata: { name: 'gvisor' }, handler: 'run.sc' },
+  })
   t.equal(handler.status, 422)
   t.match(handler.json.message, /^RuntimeClass\.node\.k8s\.io "gvisor" is invalid: handler: Invalid value: "run\.sc": a lowercase RFC 1123 label/)
   const namespaced = await request(`${sim.url}/apis/storage.k8s.io/v1/namespaces/default/csinodes`)
   t.equal(namespaced.status, 404, 'cluster-scoped: no namespaced path')
 
   // create (defaults), get, update, patch, delete, in JSON and protobuf
-  const created = await request(`${sim.url}/apis/storage.k8s.io/v1/csidrivers`, { method: 'POST', headers: json, body: { metadata: { name: 'ebs.csi.aws.com' }, spec: { attachRequired: false } } })
+  const created = await request(`${sim.url}/apis/storage.k8s.io/v1/csidrivers`, {
+    method: 'POST',
+    headers: json,
+    body: { metadata: { name: 'ebs.csi.aws.com' }, spec: { attachRequired: false } },
+  })
   t.equal(created.status, 201)
   t.equal(
     JSON.stringify(created.json.spec),
@@ -218,11 +263,22 @@ t.test('CSINode, CSIDriver and RuntimeClass are served as the apiserver serves t
     overhead: { podFixed: { cpu: '250m', memory: '64Mi' } },
     scheduling: { nodeSelector: { 'runtime/gvisor': 'true' }, tolerations: [{ key: 'runtime', operator: 'Equal', value: 'gvisor', effect: 'NoSchedule' }] },
   }
-  const pbCreate = await request(`${sim.url}/apis/node.k8s.io/v1/runtimeclasses`, { method: 'POST', headers: { 'Content-Type': protobufContentType, Accept: kubeletAccept }, body: encodeBody(runtimeClass) })
+  const pbCreate = await request(`${sim.url}/apis/node.k8s.io/v1/runtimeclasses`, {
+    method: 'POST',
+    headers: { 'Content-Type': protobufContentType, Accept: kubeletAccept },
+    body: encodeBody(runtimeClass),
+  })
   t.equal(pbCreate.status, 201)
   const stored: any = decodeBody(pbCreate.raw)
-  t.strictSame({ handler: stored.handler, overhead: stored.overhead, scheduling: stored.scheduling }, { handler: 'runsc', overhead: runtimeClass.overhead, scheduling: runtimeClass.scheduling })
-  const put = await request(`${sim.url}/apis/node.k8s.io/v1/runtimeclasses/gvisor`, { method: 'PUT', headers: json, body: { ...stored, metadata: { ...stored.metadata, labels: { a: 'b' } } } })
+  t.strictSame(
+    { handler: stored.handler, overhead: stored.overhead, scheduling: stored.scheduling },
+    { handler: 'runsc', overhead: runtimeClass.overhead, scheduling: runtimeClass.scheduling },
+  )
+  const put = await request(`${sim.url}/apis/node.k8s.io/v1/runtimeclasses/gvisor`, {
+    method: 'PUT',
+    headers: json,
+    body: { ...stored, metadata: { ...stored.metadata, labels: { a: 'b' } } },
+  })
   t.equal(put.status, 200)
   t.equal(put.json.metadata.labels.a, 'b')
   const deleted = await request(`${sim.url}/apis/node.k8s.io/v1/runtimeclasses/gvisor`, { method: 'DELETE', headers: { Accept: kubeletAccept } })
@@ -247,7 +303,10 @@ t.test('client-node and kubectl find and decode them', async t => {
 
   const got = await kubectl(sim.url, ['get', 'csinodes,csidrivers,runtimeclasses', '-o', 'json'])
   t.equal(got.code, 0, got.stderr)
-  t.strictSame(JSON.parse(got.stdout).items.map((o: any) => `${o.apiVersion} ${o.kind} ${o.metadata.name}`), ['storage.k8s.io/v1 CSINode edge-1'])
+  t.strictSame(
+    JSON.parse(got.stdout).items.map((o: any) => `${o.apiVersion} ${o.kind} ${o.metadata.name}`),
+    ['storage.k8s.io/v1 CSINode edge-1'],
+  )
   const table = await kubectl(sim.url, ['get', 'csinode', node])
   t.equal(table.code, 0, table.stderr)
   t.match(table.stdout, /^NAME\s+.*\nedge-1\s/)

@@ -79,11 +79,19 @@ t.test('errors are protobuf Statuses when protobuf was asked for: the recorded o
     t.equal(r.headers['content-type'], pb)
     t.ok(r.raw.equals(encodeBody(fixtureJson(fixture))), `${fixture}: the recorded Status, in protobuf`)
   }
-  await check(await request(`${slices.replace('endpointslices', 'namespaces/default/endpointslices')}/nope`, { headers: { Accept: `${pb}, */*` } }), 404, 'get-notfound.json')
+  await check(
+    await request(`${slices.replace('endpointslices', 'namespaces/default/endpointslices')}/nope`, { headers: { Accept: `${pb}, */*` } }),
+    404,
+    'get-notfound.json',
+  )
   const emptyStart = Buffer.from(JSON.stringify({ v: 'meta.k8s.io/v1', rv: 206, start: '' })).toString('base64url')
   await check(await request(`${slices}?limit=1&continue=${emptyStart}`, { headers: { Accept: pb } }), 400, 'list-bad-continue.json')
   const body = encodeBody({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x y', creationTimestamp: null } })
-  const invalid = await request(`${sim.url}/api/v1/namespaces/default/configmaps`, { method: 'POST', headers: { 'Content-Type': pb, Accept: `${pb}, application/json` }, body })
+  const invalid = await request(`${sim.url}/api/v1/namespaces/default/configmaps`, {
+    method: 'POST',
+    headers: { 'Content-Type': pb, Accept: `${pb}, application/json` },
+    body,
+  })
   await check(invalid, 422, 'create-invalid.json')
   const old = sim.currentResourceVersion()
   sim.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'later', namespace: 'default' } })
@@ -109,7 +117,10 @@ t.test('list chunks in protobuf carry continue and remainingItemCount', async t 
   t.same(first.metadata, asJson.json.metadata, 'the same continue token and remainingItemCount as in JSON')
   t.equal(first.metadata.remainingItemCount, 1)
   const rest = decodeBody((await request(`${url}&continue=${first.metadata.continue}`, { headers: { Accept: pb } })).raw) as any
-  t.same([...first.items, ...rest.items].map((i: any) => i.metadata.name), ['a', 'b', 'c'])
+  t.same(
+    [...first.items, ...rest.items].map((i: any) => i.metadata.name),
+    ['a', 'b', 'c'],
+  )
   t.equal(rest.metadata.continue, undefined)
 })
 
@@ -120,13 +131,22 @@ t.test('protobuf request bodies: decoded for the kinds the codec knows, else 415
   const send = (method: string, path: string, body: Buffer, accept = `${pb}, application/json`) =>
     request(sim.url + path, { method, headers: { 'Content-Type': pb, Accept: accept }, body })
   // kubectl create configmap
-  const created = await send('POST', '/api/v1/namespaces/default/configmaps', encodeBody({ kind: 'ConfigMap', apiVersion: 'v1', metadata: { name: 'made', creationTimestamp: null }, data: { k: 'v' } }))
+  const created = await send(
+    'POST',
+    '/api/v1/namespaces/default/configmaps',
+    encodeBody({ kind: 'ConfigMap', apiVersion: 'v1', metadata: { name: 'made', creationTimestamp: null }, data: { k: 'v' } }),
+  )
   t.equal(created.status, 201)
   t.equal(created.headers['content-type'], pb)
   t.match(decodeBody(created.raw), { kind: 'ConfigMap', metadata: { name: 'made', namespace: 'default' }, data: { k: 'v' } })
   t.same(sim.get('v1', 'ConfigMap', 'default', 'made').data, { k: 'v' })
   // kubelet renewing its Lease
-  sim.create({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'n1', namespace: 'kube-node-lease' }, spec: { holderIdentity: 'n1', leaseDurationSeconds: 40 } })
+  sim.create({
+    apiVersion: 'coordination.k8s.io/v1',
+    kind: 'Lease',
+    metadata: { name: 'n1', namespace: 'kube-node-lease' },
+    spec: { holderIdentity: 'n1', leaseDurationSeconds: 40 },
+  })
   const leasePath = '/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1'
   const lease = decodeBody((await request(sim.url + leasePath, { headers: { Accept: pb } })).raw) as any
   const renewed = await send('PUT', leasePath, encodeBody({ ...lease, spec: { ...lease.spec, renewTime: '2026-11-22T10:00:00.123456Z' } }), pb)
@@ -144,7 +164,11 @@ t.test('protobuf request bodies: decoded for the kinds the codec knows, else 415
   t.equal(status.status, 200)
   t.match(sim.get('v1', 'Pod', 'default', 'p').status, { phase: 'Running', podIP: '10.0.0.9' })
 
-  const refusedCustom = await send('POST', '/apis/apps.openyurt.io/v1beta1/nodepools', encodeBody({ kind: 'ConfigMap', apiVersion: 'v1', metadata: { name: 'x' } }))
+  const refusedCustom = await send(
+    'POST',
+    '/apis/apps.openyurt.io/v1beta1/nodepools',
+    encodeBody({ kind: 'ConfigMap', apiVersion: 'v1', metadata: { name: 'x' } }),
+  )
   t.equal(refusedCustom.status, 415)
   t.match(decodeBody(refusedCustom.raw), { reason: 'UnsupportedMediaType', message: /accepted media types include: application\/json, application\/yaml$/ })
   const refusedCsr = await send('POST', '/apis/certificates.k8s.io/v1/certificatesigningrequests', Buffer.from('k8s\0'), 'application/json')
@@ -153,7 +177,12 @@ t.test('protobuf request bodies: decoded for the kinds the codec knows, else 415
   const garbage = await send('POST', '/api/v1/namespaces/default/configmaps', Buffer.from('not protobuf'), 'application/json')
   t.equal(garbage.status, 400)
   t.match(garbage.json.message, /^the object provided is unrecognized \(must be of type ConfigMap\)/)
-  const wrongKind = await send('POST', '/api/v1/namespaces/default/configmaps', encodeBody({ kind: 'Secret', apiVersion: 'v1', metadata: { name: 's' } }), 'application/json')
+  const wrongKind = await send(
+    'POST',
+    '/api/v1/namespaces/default/configmaps',
+    encodeBody({ kind: 'Secret', apiVersion: 'v1', metadata: { name: 's' } }),
+    'application/json',
+  )
   t.equal(wrongKind.status, 400)
   t.match(wrongKind.json.message, /^Secret in version "v1" cannot be handled as a ConfigMap/)
 

@@ -19,7 +19,8 @@ import { request } from './simulator/testclient.ts'
 
 const kubeProxy = { 'User-Agent': 'kube-proxy/v1.24.0 (linux/amd64) kubernetes/4ce5a89', Accept: 'application/vnd.kubernetes.protobuf, */*' }
 const kubelet = { 'User-Agent': 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89', Accept: 'application/vnd.kubernetes.protobuf, */*' }
-const metadataList = 'application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json'
+const metadataList =
+  'application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json'
 
 async function recordedCluster(t: Test, options = {}): Promise<ApiServerSimulator> {
   const sim = await ApiServerSimulator.start(options)
@@ -63,7 +64,11 @@ function sameAsRecorded(t: Test, body: Buffer, recordedBody: Buffer, what: strin
   const want: any = decodeBody(recordedBody)
   t.ok(encodeBody(got).equals(body), `${what}: the bytes are what Go writes for the object decoded from them`)
   if (Array.isArray(want.items)) {
-    t.same(got.items.map((i: any) => i.metadata.name), want.items.map((i: any) => i.metadata.name), `${what}: the same items in the same order`)
+    t.same(
+      got.items.map((i: any) => i.metadata.name),
+      want.items.map((i: any) => i.metadata.name),
+      `${what}: the same items in the same order`,
+    )
     t.equal(splitList(u.raw).items.length, splitList(r.raw).items.length)
   }
   const normalized = withRecordedValues(got, want)
@@ -88,7 +93,11 @@ t.test("kube-proxy's and kubelet's gets and lists answer the recorded protobuf",
     ['/api/v1/pods?fieldSelector=spec.nodeName%3Dkind-worker2&limit=500&resourceVersion=0', kubelet, 'list-pods-kind-worker2.pb'],
     ['/api/v1/namespaces/default/endpoints/svc-ud1', kubeProxy, 'get-endpoints-svc-ud1.pb'],
     ['/apis/discovery.k8s.io/v1beta1/namespaces/default/endpointslices/svc-ud1-beta', kubeProxy, 'get-endpointslice-v1beta1.pb'],
-    ['/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/kind-worker2', { ...kubelet, Accept: 'application/vnd.kubernetes.protobuf' }, 'get-lease-kind-worker2.pb'],
+    [
+      '/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/kind-worker2',
+      { ...kubelet, Accept: 'application/vnd.kubernetes.protobuf' },
+      'get-lease-kind-worker2.pb',
+    ],
     ['/api/v1/services', { Accept: metadataList }, 'list-services.metadata.pb'],
   ]
   for (const [path, headers, file] of cases) {
@@ -122,14 +131,20 @@ t.test('a custom resource asked for in protobuf only: the recorded 406, byte for
   t.equal(pbOrJson.status, 200)
   checkHeaders(t, pbOrJson.headers, 'application/json')
   const recorded = JSON.parse(fixtureBytes('list-nodepools-pb-or-json.body').toString('utf8'))
-  t.same(pbOrJson.json.items.map((i: any) => i.metadata.name), recorded.items.map((i: any) => i.metadata.name))
+  t.same(
+    pbOrJson.json.items.map((i: any) => i.metadata.name),
+    recorded.items.map((i: any) => i.metadata.name),
+  )
   t.equal(pbOrJson.json.kind, recorded.kind)
 
   const meta = await request(url, { headers: { Accept: metadataList } })
   t.equal(meta.headers['content-type'], 'application/vnd.kubernetes.protobuf', "a metadata informer's list of custom resources is protobuf")
   const decoded = decodeBody(meta.raw)
   t.equal(decoded.kind, 'PartialObjectMetadataList')
-  t.same((decoded.items as any[]).map(i => [i.kind, i.metadata.name]), recorded.items.map((i: any) => ['PartialObjectMetadata', i.metadata.name]))
+  t.same(
+    (decoded.items as any[]).map(i => [i.kind, i.metadata.name]),
+    recorded.items.map((i: any) => ['PartialObjectMetadata', i.metadata.name]),
+  )
 })
 
 interface FrameWatch {
@@ -185,12 +200,19 @@ t.test("kube-proxy's watch: the recorded frames, and BOOKMARKs byte for byte", a
   const recorded = watchFrames(fixtureBytes('watch-endpointslices.pb'))
   const recordedEvents: any[] = recorded.map(f => decodeWatchFrame(f))
   const recordedBookmark = decodeUnknown(decodeWatchEvent(recorded[3]).object)
-  t.equal(recordedBookmark.raw.toString('hex'), sliceBookmarkRaw(recordedEvents[3].object.metadata.resourceVersion), 'the recorded BOOKMARK object is the expected bytes')
+  t.equal(
+    recordedBookmark.raw.toString('hex'),
+    sliceBookmarkRaw(recordedEvents[3].object.metadata.resourceVersion),
+    'the recorded BOOKMARK object is the expected bytes',
+  )
   t.equal(recordedBookmark.raw.toString('hex'), '0a150a0012001a0022002a00320332303938004200' + '7a00' + '2200')
 
   const list = await request(`${sim.url}/apis/discovery.k8s.io/v1/endpointslices`, { headers: kubeProxy })
   const rv = decodeBody(list.raw).metadata as any
-  const w = await watchProtobuf(`${sim.url}/apis/discovery.k8s.io/v1/endpointslices?allowWatchBookmarks=true&resourceVersion=${rv.resourceVersion}&timeout=7m&timeoutSeconds=600&watch=true`, kubeProxy)
+  const w = await watchProtobuf(
+    `${sim.url}/apis/discovery.k8s.io/v1/endpointslices?allowWatchBookmarks=true&resourceVersion=${rv.resourceVersion}&timeout=7m&timeoutSeconds=600&watch=true`,
+    kubeProxy,
+  )
   t.teardown(() => w.close())
   t.equal(w.status, 200)
   t.equal(w.headers['content-type'], 'application/vnd.kubernetes.protobuf;stream=watch', 'exactly as recorded')
@@ -211,7 +233,10 @@ t.test("kube-proxy's watch: the recorded frames, and BOOKMARKs byte for byte", a
     if (decodeWatchFrame(f).type !== 'BOOKMARK' || frames.length >= 3) frames.push(f)
   }
   const events: any[] = frames.map(f => decodeWatchFrame(f))
-  t.same(events.map(e => e.type), recordedEvents.map(e => e.type))
+  t.same(
+    events.map(e => e.type),
+    recordedEvents.map(e => e.type),
+  )
   for (let i = 0; i < 3; i++) {
     const normalized = withRecordedValues(events[i].object, recordedEvents[i].object)
     t.strictSame(normalized, recordedEvents[i].object, `${events[i].type}: the recorded object`)
@@ -221,7 +246,10 @@ t.test("kube-proxy's watch: the recorded frames, and BOOKMARKs byte for byte", a
     const bookmarkRV = events[i].object.metadata.resourceVersion as string
     t.equal(bookmarkRV, events[2].object.metadata.resourceVersion, 'the bookmark is at the last event')
     t.equal(decodeUnknown(decodeWatchEvent(frames[i]).object).raw.toString('hex'), sliceBookmarkRaw(bookmarkRV), 'the BOOKMARK object, byte for byte')
-    const expected = { ...recordedEvents[i], object: { ...recordedEvents[i].object, metadata: { ...recordedEvents[i].object.metadata, resourceVersion: bookmarkRV } } }
+    const expected = {
+      ...recordedEvents[i],
+      object: { ...recordedEvents[i].object, metadata: { ...recordedEvents[i].object.metadata, resourceVersion: bookmarkRV } },
+    }
     t.ok(frames[i].equals(encodeWatchFrame(expected)), 'the whole BOOKMARK frame')
   }
 })
@@ -237,7 +265,7 @@ t.test('a watch at a compacted resourceVersion: the recorded ERROR frame, byte f
   t.ok(we.raw.equals(fixtureBytes('watch-expired.pb')), 'the recorded stream')
 })
 
-t.test("the 300-slice bulk list in protobuf: the recorded objects, gzip-encoded above 128 KiB", async t => {
+t.test('the 300-slice bulk list in protobuf: the recorded objects, gzip-encoded above 128 KiB', async t => {
   const sim = await ApiServerSimulator.start()
   t.teardown(() => sim.close())
   const bulk = JSON.parse(gunzipSync(fixtureBytes('list-endpointslices-bulk.json.gz')).toString('utf8'))

@@ -72,11 +72,19 @@ t.test('CRUD over HTTP with the apiserver semantics', async t => {
   const missing = await request(`${base}/ghost`, { method: 'PUT', body: cm('ghost') })
   t.equal(missing.status, 404)
 
-  const merge = await request(`${base}/one`, { method: 'PATCH', headers: { 'Content-Type': 'application/merge-patch+json' }, body: { data: { extra: 'x' }, metadata: { labels: { app: null } } } })
+  const merge = await request(`${base}/one`, {
+    method: 'PATCH',
+    headers: { 'Content-Type': 'application/merge-patch+json' },
+    body: { data: { extra: 'x' }, metadata: { labels: { app: null } } },
+  })
   t.equal(merge.status, 200)
   t.same(merge.json.data, { k: 'v2', extra: 'x' })
   t.equal(merge.json.metadata.labels, undefined, 'null removes')
-  const smp = await request(`${base}/one`, { method: 'PATCH', headers: { 'Content-Type': 'application/strategic-merge-patch+json' }, body: { data: { k: null } } })
+  const smp = await request(`${base}/one`, {
+    method: 'PATCH',
+    headers: { 'Content-Type': 'application/strategic-merge-patch+json' },
+    body: { data: { k: null } },
+  })
   t.same(smp.json.data, { extra: 'x' })
   const jp = await request(`${base}/one`, {
     method: 'PATCH',
@@ -88,7 +96,11 @@ t.test('CRUD over HTTP with the apiserver semantics', async t => {
     ],
   })
   t.same(jp.json.data, { extra: 'y' })
-  const stalePatch = await request(`${base}/one`, { method: 'PATCH', headers: { 'Content-Type': 'application/merge-patch+json' }, body: { metadata: { resourceVersion: String(rv1) } } })
+  const stalePatch = await request(`${base}/one`, {
+    method: 'PATCH',
+    headers: { 'Content-Type': 'application/merge-patch+json' },
+    body: { metadata: { resourceVersion: String(rv1) } },
+  })
   t.equal(stalePatch.status, 409, 'a resourceVersion in a patch is a precondition')
   const badType = await request(`${base}/one`, { method: 'PATCH', headers: { 'Content-Type': 'text/plain' }, body: '{}' })
   t.equal(badType.status, 415)
@@ -108,22 +120,37 @@ t.test('CRUD over HTTP with the apiserver semantics', async t => {
 
   // every write bumped one global counter
   const rvs = [created, put, merge, smp, jp].map(r => Number(r.json.metadata.resourceVersion))
-  t.same([...rvs].sort((a, b) => a - b), rvs, 'resourceVersions increase monotonically')
+  t.same(
+    [...rvs].sort((a, b) => a - b),
+    rvs,
+    'resourceVersions increase monotonically',
+  )
 })
 
 t.test('status subresource and generation', async t => {
   const s = await sim(t)
   s.registerResource({ group: 'example.com', version: 'v1', resource: 'widgets', kind: 'Widget', namespaced: true })
   const base = `${s.url}/apis/example.com/v1/namespaces/default/widgets`
-  const w = await request(base, { method: 'POST', body: { apiVersion: 'example.com/v1', kind: 'Widget', metadata: { name: 'w' }, spec: { size: 1 }, status: { ok: false } } })
+  const w = await request(base, {
+    method: 'POST',
+    body: { apiVersion: 'example.com/v1', kind: 'Widget', metadata: { name: 'w' }, spec: { size: 1 }, status: { ok: false } },
+  })
   t.equal(w.status, 201)
   t.equal(w.json.metadata.generation, 1)
-  const st = await request(`${base}/w/status`, { method: 'PATCH', headers: { 'Content-Type': 'application/merge-patch+json' }, body: { status: { ok: true }, spec: { size: 9 } } })
+  const st = await request(`${base}/w/status`, {
+    method: 'PATCH',
+    headers: { 'Content-Type': 'application/merge-patch+json' },
+    body: { status: { ok: true }, spec: { size: 9 } },
+  })
   t.equal(st.status, 200)
   t.same(st.json.status, { ok: true })
   t.same(st.json.spec, { size: 1 }, 'the status subresource changes only status')
   t.equal(st.json.metadata.generation, 1)
-  const main = await request(`${base}/w`, { method: 'PATCH', headers: { 'Content-Type': 'application/merge-patch+json' }, body: { status: { ok: false }, spec: { size: 2 } } })
+  const main = await request(`${base}/w`, {
+    method: 'PATCH',
+    headers: { 'Content-Type': 'application/merge-patch+json' },
+    body: { status: { ok: false }, spec: { size: 2 } },
+  })
   t.same(main.json.status, { ok: true }, 'the main resource ignores status')
   t.equal(main.json.metadata.generation, 2, 'a spec change bumps generation')
   const getStatus = await request(`${base}/w/status`)
@@ -181,7 +208,7 @@ t.test('limit and continue page through every item exactly once', async t => {
       firstRV = r.json.metadata.resourceVersion
       s.create(cm('zz-late', 'ns-a')) // written after the first page: not in this consistent list
     }
-    t.equal(r.json.metadata.resourceVersion, firstRV, 'every page is served at the first page\'s resourceVersion')
+    t.equal(r.json.metadata.resourceVersion, firstRV, "every page is served at the first page's resourceVersion")
     for (const i of r.json.items) seen.push(`${i.metadata.namespace}/${i.metadata.name}`)
     token = r.json.metadata.continue ?? ''
     if (token) {
@@ -213,7 +240,13 @@ t.test('watch: initial state, replay from a resourceVersion, live events, 410 af
   t.equal(fromZero.status, 200)
   t.equal(fromZero.headers['content-type'], 'application/json')
   const initial = [await fromZero.next(), await fromZero.next()]
-  t.same(initial.map(e => [e.type, e.object.metadata.name]), [['ADDED', 'a'], ['ADDED', 'b']])
+  t.same(
+    initial.map(e => [e.type, e.object.metadata.name]),
+    [
+      ['ADDED', 'a'],
+      ['ADDED', 'b'],
+    ],
+  )
   t.equal(initial[0].object.kind, 'ConfigMap')
   fromZero.close()
 
@@ -240,7 +273,15 @@ t.test('watch: initial state, replay from a resourceVersion, live events, 410 af
   t.equal(expired.status, 200)
   t.same(await expired.next(), {
     type: 'ERROR',
-    object: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'The resourceVersion for the provided watch is too old.', reason: 'Expired', code: 410 },
+    object: {
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message: 'The resourceVersion for the provided watch is too old.',
+      reason: 'Expired',
+      code: 410,
+    },
   })
   t.equal(await expired.ended, 'end')
 })
@@ -263,9 +304,22 @@ t.test('watch: BOOKMARKs, timeoutSeconds, namespace scope, close()', async t => 
   const b = await w.next()
   t.same(b, {
     type: 'BOOKMARK',
-    object: { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', metadata: { resourceVersion: rv, creationTimestamp: null }, addressType: '', endpoints: null, ports: null },
+    object: {
+      kind: 'EndpointSlice',
+      apiVersion: 'discovery.k8s.io/v1',
+      metadata: { resourceVersion: rv, creationTimestamp: null },
+      addressType: '',
+      endpoints: null,
+      ports: null,
+    },
   })
-  s.create({ apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', metadata: { name: 'other-ns', namespace: 'kube-system' }, addressType: 'IPv4', endpoints: [] })
+  s.create({
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: { name: 'other-ns', namespace: 'kube-system' },
+    addressType: 'IPv4',
+    endpoints: [],
+  })
   s.create({ apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', metadata: { name: 'mine', namespace: 'default' }, addressType: 'IPv4', endpoints: [] })
   let e = await w.next()
   while (e.type === 'BOOKMARK') e = await w.next()
@@ -335,11 +389,15 @@ t.test('gzip for bodies over 128 KiB when accepted', async t => {
 t.test('content negotiation: Table, PartialObjectMetadata, protobuf', async t => {
   const s = await sim(t)
   s.create(cm('a', 'default', { app: 'web' }))
-  const table = await request(`${s.url}/api/v1/namespaces/default/configmaps`, { headers: { Accept: 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json' } })
+  const table = await request(`${s.url}/api/v1/namespaces/default/configmaps`, {
+    headers: { Accept: 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json' },
+  })
   t.match(table.json, { kind: 'Table', apiVersion: 'meta.k8s.io/v1', columnDefinitions: [{ name: 'Name' }, { name: 'Age' }] })
   t.same(table.json.rows[0].cells.slice(0, 1), ['a'])
   t.equal(table.json.rows[0].object.kind, 'PartialObjectMetadata')
-  const meta = await request(`${s.url}/api/v1/namespaces/default/configmaps`, { headers: { Accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1' } })
+  const meta = await request(`${s.url}/api/v1/namespaces/default/configmaps`, {
+    headers: { Accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1' },
+  })
   t.equal(meta.json.kind, 'PartialObjectMetadataList')
   t.same(Object.keys(meta.json.items[0]), ['kind', 'apiVersion', 'metadata'])
   const pb = await request(`${s.url}/api/v1/namespaces/default/configmaps`, { headers: { Accept: 'application/vnd.kubernetes.protobuf' } })
@@ -350,10 +408,14 @@ t.test('content negotiation: Table, PartialObjectMetadata, protobuf', async t =>
   const csrPb = await request(`${s.url}/apis/certificates.k8s.io/v1/certificatesigningrequests`, { headers: { Accept: 'application/vnd.kubernetes.protobuf' } })
   t.equal(csrPb.status, 406)
   t.match(decodeBody(csrPb.raw), { kind: 'Status', reason: 'NotAcceptable', code: 406 })
-  const pbOrAny = await request(`${s.url}/apis/certificates.k8s.io/v1/certificatesigningrequests`, { headers: { Accept: 'application/vnd.kubernetes.protobuf, */*' } })
+  const pbOrAny = await request(`${s.url}/apis/certificates.k8s.io/v1/certificatesigningrequests`, {
+    headers: { Accept: 'application/vnd.kubernetes.protobuf, */*' },
+  })
   t.equal(pbOrAny.status, 200)
   t.equal(pbOrAny.json.kind, 'CertificateSigningRequestList')
-  const tw = await watch(`${s.url}/api/v1/namespaces/default/configmaps?watch=true`, { Accept: 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json' })
+  const tw = await watch(`${s.url}/api/v1/namespaces/default/configmaps?watch=true`, {
+    Accept: 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json',
+  })
   const ev = await tw.next()
   t.match(ev, { type: 'ADDED', object: { kind: 'Table', rows: [{ cells: ['a'] }] } })
   tw.close()
@@ -367,12 +429,18 @@ t.test('discovery, version, health', async t => {
   const pods = v1.json.resources.find((r: any) => r.name === 'pods')
   t.match(pods, { name: 'pods', singularName: 'pod', namespaced: true, kind: 'Pod', shortNames: ['po'] })
   t.ok(v1.json.resources.find((r: any) => r.name === 'pods/status'))
-  t.match(v1.json.resources.find((r: any) => r.name === 'nodes'), { namespaced: false, shortNames: ['no'] })
+  t.match(
+    v1.json.resources.find((r: any) => r.name === 'nodes'),
+    { namespaced: false, shortNames: ['no'] },
+  )
   const apis = await request(`${s.url}/apis`, { headers: { Accept: 'application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json' } })
   t.equal(apis.headers['content-type'], 'application/json')
   t.equal(apis.json.kind, 'APIGroupList', 'aggregated discovery falls back to the legacy document')
   const disc = apis.json.groups.find((g: any) => g.name === 'discovery.k8s.io')
-  t.same(disc.versions.map((v: any) => v.version), ['v1', 'v1beta1'])
+  t.same(
+    disc.versions.map((v: any) => v.version),
+    ['v1', 'v1beta1'],
+  )
   t.equal(disc.preferredVersion.version, 'v1')
   t.equal((await request(`${s.url}/apis/coordination.k8s.io/v1`)).json.resources[0].name, 'leases')
   t.equal((await request(`${s.url}/version`)).json.gitVersion, 'v1.24.0')
@@ -382,7 +450,13 @@ t.test('discovery, version, health', async t => {
 
 t.test('endpointslices are served in v1 and v1beta1', async t => {
   const s = await sim(t)
-  s.create({ apiVersion: 'discovery.k8s.io/v1beta1', kind: 'EndpointSlice', metadata: { name: 'b', namespace: 'default' }, addressType: 'IPv4', endpoints: [{ addresses: ['10.0.0.1'], topology: { 'kubernetes.io/hostname': 'n1', 'topology.kubernetes.io/zone': 'z1' } }] })
+  s.create({
+    apiVersion: 'discovery.k8s.io/v1beta1',
+    kind: 'EndpointSlice',
+    metadata: { name: 'b', namespace: 'default' },
+    addressType: 'IPv4',
+    endpoints: [{ addresses: ['10.0.0.1'], topology: { 'kubernetes.io/hostname': 'n1', 'topology.kubernetes.io/zone': 'z1' } }],
+  })
   const v1 = await request(`${s.url}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/b`)
   t.match(v1.json, { apiVersion: 'discovery.k8s.io/v1', endpoints: [{ nodeName: 'n1', zone: 'z1' }] })
   const beta = await request(`${s.url}/apis/discovery.k8s.io/v1beta1/namespaces/default/endpointslices/b`)
@@ -420,7 +494,10 @@ t.test('faults: refuse, hang, reset, dropStreams', async t => {
   t.equal(await w.ended, 'error', 'a dropped watch ends without a clean end')
   await waitFor(() => s.openConnections() === 0)
   t.equal(s.openConnections(), 0)
-  t.ok(s.requests.some(r => r.url.includes('watch=true')), 'requests are logged')
+  t.ok(
+    s.requests.some(r => r.url.includes('watch=true')),
+    'requests are logged',
+  )
 })
 
 t.test('tokens and client certificates', async t => {
@@ -433,7 +510,11 @@ t.test('tokens and client certificates', async t => {
   t.same(anon.json, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'Unauthorized', reason: 'Unauthorized', code: 401 })
   t.equal((await request(`${s.url}/api/v1/namespaces`, { tls, headers: { Authorization: 'Bearer wrong' } })).status, 401)
   t.equal((await request(`${s.url}/api/v1/namespaces`, { tls, headers: { Authorization: 'Bearer s3cret' } })).status, 200)
-  t.equal((await request(`${s.url}/api/v1/namespaces`, { tls: { ...tls, cert: pki.client.cert, key: pki.client.key } })).status, 200, 'a verified client certificate authenticates')
+  t.equal(
+    (await request(`${s.url}/api/v1/namespaces`, { tls: { ...tls, cert: pki.client.cert, key: pki.client.key } })).status,
+    200,
+    'a verified client certificate authenticates',
+  )
   t.equal((await request(`${s.url}/healthz`, { tls })).status, 200, 'health is public, as for system:unauthenticated')
 })
 
@@ -452,7 +533,9 @@ t.test('upgrades: websocket and SPDY echo', async t => {
   ws.close()
 
   const sock = net.connect(s.port, '127.0.0.1')
-  sock.write('POST /api/v1/namespaces/default/pods/p/portforward HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: portforward.k8s.io\r\n\r\n')
+  sock.write(
+    'POST /api/v1/namespaces/default/pods/p/portforward HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: portforward.k8s.io\r\n\r\n',
+  )
   let got = ''
   await new Promise<void>(resolve => {
     sock.on('data', d => {
@@ -465,7 +548,10 @@ t.test('upgrades: websocket and SPDY echo', async t => {
   t.match(got, /\r\nUpgrade: SPDY\/3\.1\r\n/)
   t.match(got, /\r\nX-Stream-Protocol-Version: portforward\.k8s\.io\r\n/)
   sock.destroy()
-  t.ok(s.requests.some(r => r.url.endsWith('/portforward')), 'upgrades are logged')
+  t.ok(
+    s.requests.some(r => r.url.endsWith('/portforward')),
+    'upgrades are logged',
+  )
 })
 
 t.test('malformed requests do not crash the simulator', async t => {
@@ -487,9 +573,19 @@ t.test('malformed requests do not crash the simulator', async t => {
 t.test('the demo cluster', async t => {
   const s = await startDemoCluster()
   t.teardown(() => s.close())
-  t.same(s.list('v1', 'Node').map(n => n.metadata.name), ['kind-control-plane', 'kind-worker', 'kind-worker2', 'kind-worker3'])
+  t.same(
+    s.list('v1', 'Node').map(n => n.metadata.name),
+    ['kind-control-plane', 'kind-worker', 'kind-worker2', 'kind-worker3'],
+  )
   const pools = await request(`${s.url}/apis/apps.openyurt.io/v1beta1/nodepools`)
-  t.same(pools.json.items.map((p: any) => [p.metadata.name, p.status.nodes]), [['beijing', ['kind-control-plane']], ['hangzhou', ['kind-worker']], ['shanghai', ['kind-worker2', 'kind-worker3']]])
+  t.same(
+    pools.json.items.map((p: any) => [p.metadata.name, p.status.nodes]),
+    [
+      ['beijing', ['kind-control-plane']],
+      ['hangzhou', ['kind-worker']],
+      ['shanghai', ['kind-worker2', 'kind-worker3']],
+    ],
+  )
   t.ok(s.get('discovery.k8s.io/v1beta1', 'EndpointSlice', 'default', 'svc-ud1-beta'), 'extra-objects.yaml is loaded')
   t.ok(s.get('coordination.k8s.io/v1', 'Lease', 'kube-node-lease', 'kind-worker2'))
   t.equal(s.get('v1', 'Secret', 'default', 'app-secret').data.password, 'czNjcjN0', 'stringData becomes data')
@@ -497,7 +593,10 @@ t.test('the demo cluster', async t => {
   t.match(svc.spec, { type: 'ClusterIP', clusterIP: /^10\.96\./ })
   t.equal(s.get('v1', 'Service', 'default', 'kubernetes').spec.clusterIP, '10.96.0.1')
   const slices = await request(`${s.url}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dsvc-ud1`)
-  t.same(slices.json.items.map((i: any) => i.metadata.name), ['svc-ud1-abcde', 'svc-ud1-beta'])
+  t.same(
+    slices.json.items.map((i: any) => i.metadata.name),
+    ['svc-ud1-abcde', 'svc-ud1-beta'],
+  )
 })
 
 async function waitFor(cond: () => boolean, timeoutMs = 5000): Promise<void> {

@@ -14,8 +14,21 @@ const key: ResourceKey = { component: 'kubelet', group: '', version: 'v1', resou
 const all = parseScope({ namespace: '', labelSelector: '', fieldSelector: '' })
 
 function configMap(name: string, rv: number, labels: Record<string, string> = {}): CachedObject {
-  const object = { kind: 'ConfigMap', apiVersion: 'v1', metadata: { name, namespace: 'default', resourceVersion: String(rv), labels }, data: { pad: 'x'.repeat(200) } }
-  return { apiVersion: 'v1', kind: 'ConfigMap', namespace: 'default', name, resourceVersion: String(rv), format: 'json', body: Buffer.from(JSON.stringify(object)) }
+  const object = {
+    kind: 'ConfigMap',
+    apiVersion: 'v1',
+    metadata: { name, namespace: 'default', resourceVersion: String(rv), labels },
+    data: { pad: 'x'.repeat(200) },
+  }
+  return {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    namespace: 'default',
+    name,
+    resourceVersion: String(rv),
+    format: 'json',
+    body: Buffer.from(JSON.stringify(object)),
+  }
 }
 
 t.test('bodies over the memory budget are evicted and read back from disk', async t => {
@@ -29,7 +42,11 @@ t.test('bodies over the memory budget are evicted and read back from disk', asyn
   t.ok(store.memory.bytes <= 2_000, `memory holds ${store.memory.bytes} bytes of bodies, within the budget`)
   t.ok(store.memory.bodies < 50, 'some bodies were evicted')
   const listed = (await store.list(key, all))!
-  t.same(listed.items.map(o => o.body.toString()), objects.map(o => o.body.toString()), 'every body comes back, from memory or disk')
+  t.same(
+    listed.items.map(o => o.body.toString()),
+    objects.map(o => o.body.toString()),
+    'every body comes back, from memory or disk',
+  )
   t.equal(listed.resourceVersion, '200', 'the list version is the highest seen')
   t.same((await store.get(key, 'default', 'cm-00'))?.body, objects[0].body)
   const onField = (await store.list(key, parseScope({ namespace: '', labelSelector: '', fieldSelector: 'data.pad!=y' })))!
@@ -50,9 +67,20 @@ t.test('an older version never replaces a newer one; scopes replace only their o
 
 t.test('numericVersion: decimal digits are a version, anything else is 0 (unknown), at any length', async t => {
   const cases: [string, bigint][] = [
-    ['', 0n], ['0', 0n], ['7', 7n], ['123456', 123456n], ['999999999999999', 999999999999999n],
-    ['9999999999999999', 9999999999999999n], ['12345678901234567890', 12345678901234567890n],
-    ['12a', 0n], ['-1', 0n], [' 1', 0n], ['1.5', 0n], ['1e3', 0n], ['١٢', 0n], ['0x10', 0n],
+    ['', 0n],
+    ['0', 0n],
+    ['7', 7n],
+    ['123456', 123456n],
+    ['999999999999999', 999999999999999n],
+    ['9999999999999999', 9999999999999999n],
+    ['12345678901234567890', 12345678901234567890n],
+    ['12a', 0n],
+    ['-1', 0n],
+    [' 1', 0n],
+    ['1.5', 0n],
+    ['1e3', 0n],
+    ['١٢', 0n],
+    ['0x10', 0n],
   ]
   // twice each, and alternating, so that a remembered answer is checked as well as a fresh one
   for (const [rv, want] of [...cases, ...cases]) {

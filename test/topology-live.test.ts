@@ -27,8 +27,12 @@ t.test('kube-proxy sees only its topology, and the topology follows the cluster 
   await informer.start()
   t.teardown(() => informer.stop())
   const addresses = (slice: string) =>
-    (informer.list('default').find(s => s.metadata?.name === slice)?.endpoints ?? []).flatMap(e => e.addresses).sort().join(',')
-  const serviceSlice = (service: string) => informer.list('default').find(s => s.metadata?.labels?.['kubernetes.io/service-name'] === service)?.metadata?.name ?? ''
+    (informer.list('default').find(s => s.metadata?.name === slice)?.endpoints ?? [])
+      .flatMap(e => e.addresses)
+      .sort()
+      .join(',')
+  const serviceSlice = (service: string) =>
+    informer.list('default').find(s => s.metadata?.labels?.['kubernetes.io/service-name'] === service)?.metadata?.name ?? ''
 
   await eventually(() => addresses('svc-ud1-abcde') !== '', 10_000, 'the initial list')
   t.equal(addresses('svc-ud1-abcde'), '10.244.1.3,10.244.3.2', 'svc-ud1 (openyurt.io/nodepool): the shanghai endpoints only')
@@ -92,7 +96,11 @@ t.test('a topology change sends MODIFIED for the slices whose filtered form chan
   const marker = async () => {
     const n = String(++markers)
     h.simulator.patch('discovery.k8s.io/v1', 'EndpointSlice', 'default', markerSlice, { metadata: { labels: { marker: n } } })
-    await eventually(() => events.some(e => e.object?.metadata?.name === markerSlice && e.object.metadata.labels?.marker === n), 10_000, `marker ${n} on the watch`)
+    await eventually(
+      () => events.some(e => e.object?.metadata?.name === markerSlice && e.object.metadata.labels?.marker === n),
+      10_000,
+      `marker ${n} on the watch`,
+    )
   }
   const everythingSent = async () => {
     await marker()
@@ -124,7 +132,11 @@ t.test('a topology change sends MODIFIED for the slices whose filtered form chan
 
   // a change that filters nothing differently sends nothing
   const touched = h.simulator.patch('v1', 'Service', 'default', 'svc-ud1-without-topology', { metadata: { labels: { touched: 'yes' } } })
-  await eventually(() => BigInt(h.hub.topology.resourceVersion) >= BigInt(touched.metadata.resourceVersion), 10_000, "the hub's Service reflector to see the change")
+  await eventually(
+    () => BigInt(h.hub.topology.resourceVersion) >= BigInt(touched.metadata.resourceVersion),
+    10_000,
+    "the hub's Service reflector to see the change",
+  )
   await everythingSent()
   t.same(others(), [`MODIFIED ${hostSlice}`], 'an unrelated Service change sends nothing')
   t.same(

@@ -51,7 +51,12 @@ for (const c of cases) {
 
 t.test('a Service with no cached slices: zero endpoints, nothing kept', async t => {
   const report = topologyReport({ 'ns/other': 'kubernetes.io/hostname' }, [{ service: 'ns/svc', places }], context)['ns/other']
-  t.same(report, { annotation: 'kubernetes.io/hostname', endpoints: 0, applied: 'kubernetes.io/hostname', keys: [{ key: 'kubernetes.io/hostname', keeps: [] }] })
+  t.same(report, {
+    annotation: 'kubernetes.io/hostname',
+    endpoints: 0,
+    applied: 'kubernetes.io/hostname',
+    keys: [{ key: 'kubernetes.io/hostname', keeps: [] }],
+  })
 })
 
 t.test('a slice reads the same from protobuf and from JSON (the recorded list)', async t => {

@@ -109,8 +109,7 @@ t.test('the protobuf 406 Status of a custom resource asked for in protobuf only'
       apiVersion: 'v1',
       metadata: {},
       status: 'Failure',
-      message:
-        'only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf',
+      message: 'only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf',
       reason: 'NotAcceptable',
       code: 406,
     },
@@ -167,7 +166,11 @@ t.test('ConfigMap and Namespace as the apiserver writes them round-trip', async 
     ],
   })
   roundTrips(t, { kind: 'ConfigMap', apiVersion: 'v1', metadata: meta('app-config', 'default'), data: { key: 'value', 'z.conf': 'a=1\n' } }, 'ConfigMap')
-  roundTrips(t, { kind: 'ConfigMap', apiVersion: 'v1', metadata: meta('bin', 'default'), immutable: true, binaryData: { blob: 'AAEC/w==' } }, 'ConfigMap binaryData')
+  roundTrips(
+    t,
+    { kind: 'ConfigMap', apiVersion: 'v1', metadata: meta('bin', 'default'), immutable: true, binaryData: { blob: 'AAEC/w==' } },
+    'ConfigMap binaryData',
+  )
   roundTrips(t, { kind: 'Namespace', apiVersion: 'v1', metadata: meta('edge'), spec: { finalizers: ['kubernetes'] }, status: { phase: 'Active' } }, 'Namespace')
   roundTrips(
     t,
@@ -268,7 +271,16 @@ t.test('CSINode, CSIDriver, RuntimeClass: round trips, and the Go rules in hand-
     roundTrips(t, fixtureJson(`kubelet-writes/${name}`).requestObject, `kubelet's ${name}`)
   }
   roundTrips(t, { kind: 'CSIDriverList', apiVersion: 'storage.k8s.io/v1', metadata: { resourceVersion: '7' }, items: [] }, 'an empty CSIDriverList')
-  roundTrips(t, { kind: 'RuntimeClassList', apiVersion: 'node.k8s.io/v1', metadata: { resourceVersion: '7' }, items: [itemOf(kubeletKinds['node.k8s.io/v1/RuntimeClass'])] }, 'a RuntimeClassList')
+  roundTrips(
+    t,
+    {
+      kind: 'RuntimeClassList',
+      apiVersion: 'node.k8s.io/v1',
+      metadata: { resourceVersion: '7' },
+      items: [itemOf(kubeletKinds['node.k8s.io/v1/RuntimeClass'])],
+    },
+    'a RuntimeClassList',
+  )
 
   // the handler is a plain string: written even when empty; nil overhead and scheduling are not
   const runc = encodeObject({ kind: 'RuntimeClass', apiVersion: 'node.k8s.io/v1', metadata: { name: 'runc' }, handler: 'runc' })
@@ -280,7 +292,12 @@ t.test('CSINode, CSIDriver, RuntimeClass: round trips, and the Go rules in hand-
     handler: '',
   })
   // a CSINode's spec is a struct, always written; a driver's name and nodeID always, a count of 0 because it is a pointer
-  const csiNode = { kind: 'CSINode', apiVersion: 'storage.k8s.io/v1', metadata: { name: 'n' }, spec: { drivers: [{ name: 'd', nodeID: '', allocatable: { count: 0 } }] } }
+  const csiNode = {
+    kind: 'CSINode',
+    apiVersion: 'storage.k8s.io/v1',
+    metadata: { name: 'n' },
+    spec: { drivers: [{ name: 'd', nodeID: '', allocatable: { count: 0 } }] },
+  }
   const csiNodeHex = `0a130a016e${emptyMeta}120b0a090a0164120022020800`
   t.equal(encodeObject(csiNode).toString('hex'), csiNodeHex)
   t.strictSame(
@@ -288,9 +305,18 @@ t.test('CSINode, CSIDriver, RuntimeClass: round trips, and the Go rules in hand-
     { drivers: [{ name: 'd', nodeID: '', topologyKeys: null, allocatable: { count: 0 } }] },
     'topologyKeys has no omitempty: a nil slice is null',
   )
-  t.strictSame(decodeObject(Buffer.from(`0a130a016e${emptyMeta}`, 'hex'), 'storage.k8s.io/v1', 'CSINode').spec, { drivers: null }, 'no spec on the wire: drivers null')
+  t.strictSame(
+    decodeObject(Buffer.from(`0a130a016e${emptyMeta}`, 'hex'), 'storage.k8s.io/v1', 'CSINode').spec,
+    { drivers: null },
+    'no spec on the wire: drivers null',
+  )
   // CSIDriver: pointer bools are varints when set (false too), modes repeated strings, a TokenRequest's audience always
-  const driver = { kind: 'CSIDriver', apiVersion: 'storage.k8s.io/v1', metadata: { name: 'c' }, spec: { attachRequired: false, volumeLifecycleModes: ['Persistent', 'Ephemeral'], tokenRequests: [{ audience: '' }] } }
+  const driver = {
+    kind: 'CSIDriver',
+    apiVersion: 'storage.k8s.io/v1',
+    metadata: { name: 'c' },
+    spec: { attachRequired: false, volumeLifecycleModes: ['Persistent', 'Ephemeral'], tokenRequests: [{ audience: '' }] },
+  }
   const modes = Buffer.from('1a0a' + Buffer.from('Persistent').toString('hex') + '1a09' + Buffer.from('Ephemeral').toString('hex'), 'hex').toString('hex')
   t.equal(encodeObject(driver).toString('hex'), `0a130a0163${emptyMeta}121d0800${modes}32020a00`)
   t.strictSame(decodeObject(encodeObject(driver), 'storage.k8s.io/v1', 'CSIDriver'), { ...driver, metadata: { name: 'c', creationTimestamp: null } })
@@ -307,7 +333,10 @@ t.test('unknown or mistyped JSON is refused with its path', async t => {
     [{ kind: 'PodList', apiVersion: 'v1', items: [{}, { metadata: { nmae: 'x' } }] }, 'items[1].metadata.nmae'],
     [{ kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1beta1', endpoints: [{ addresses: [], zone: 'a' }] }, 'endpoints[0].zone'],
     [{ kind: 'CSIDriver', apiVersion: 'storage.k8s.io/v1', spec: { seLinuxMount: true } }, 'spec.seLinuxMount'],
-    [{ kind: 'CSINode', apiVersion: 'storage.k8s.io/v1', spec: { drivers: [{ name: 'd', allocatable: { count: '1' } }] } }, 'spec.drivers[0].allocatable.count'],
+    [
+      { kind: 'CSINode', apiVersion: 'storage.k8s.io/v1', spec: { drivers: [{ name: 'd', allocatable: { count: '1' } }] } },
+      'spec.drivers[0].allocatable.count',
+    ],
     [{ kind: 'RuntimeClass', apiVersion: 'node.k8s.io/v1', overhead: { podFixed: { cpu: 1 } } }, 'overhead.podFixed["cpu"]'],
   ]
   for (const [obj, path] of cases) {
@@ -341,7 +370,7 @@ t.test('malformed protobuf ends in ProtobufError for every kind, never another e
   }
   t.strictSame(Object.keys(samples).sort(), typedKinds.map(k => `${k.apiVersion}/${k.kind}`).sort(), 'a sample for every kind')
   let seed = 7
-  const random = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32)
+  const random = () => (seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32
   for (const [key, obj] of Object.entries(samples)) {
     const raw = encodeObject(obj)
     const decode = (bytes: Buffer) => decodeObject(bytes, obj.apiVersion, obj.kind)

@@ -22,7 +22,9 @@ const log = pino({ level: 'silent' })
 const key: ResourceKey = { component: 'shared-json', group: '', version: 'v1', resource: 'configmaps' }
 
 function configMap(name: string, rv: string): CachedObject {
-  const body = Buffer.from(JSON.stringify({ kind: 'ConfigMap', apiVersion: 'v1', metadata: { name, namespace: 'default', resourceVersion: rv }, data: { a: name } }))
+  const body = Buffer.from(
+    JSON.stringify({ kind: 'ConfigMap', apiVersion: 'v1', metadata: { name, namespace: 'default', resourceVersion: rv }, data: { a: name } }),
+  )
   return { apiVersion: 'v1', kind: 'ConfigMap', namespace: 'default', name, resourceVersion: rv, format: 'json', body, labels: {} }
 }
 
@@ -49,15 +51,28 @@ async function serving(t: Test, cache: WatchCache): Promise<string> {
   const caches = { cacheFor: () => cache } as unknown as WatchCaches
   const server = http.createServer((req, res) => void serveFromCache(classify(req.method!, req.url!, 'kube-proxy/v1.31.0'), req, res, true, { caches }))
   await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise(resolve => { server.closeAllConnections(); server.close(resolve) }))
+  t.teardown(
+    () =>
+      new Promise(resolve => {
+        server.closeAllConnections()
+        server.close(resolve)
+      }),
+  )
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
 }
 
-const answered = (pending: Promise<unknown>, ms: number) => Promise.race([pending.then(() => true), new Promise(resolve => setTimeout(() => resolve(false), ms))])
+const answered = (pending: Promise<unknown>, ms: number) =>
+  Promise.race([pending.then(() => true), new Promise(resolve => setTimeout(() => resolve(false), ms))])
 
 t.test('the first list: nothing is sent before its write lands, then everything is', async t => {
   const held = await heldStore(t)
-  const cache = new WatchCache({ store: held.store, storeKey: key, scope: parseScope({ namespace: '', labelSelector: '', fieldSelector: '' }), format: 'json', log })
+  const cache = new WatchCache({
+    store: held.store,
+    storeKey: key,
+    scope: parseScope({ namespace: '', labelSelector: '', fieldSelector: '' }),
+    format: 'json',
+    log,
+  })
   const base = await serving(t, cache)
   const replaced = cache.replace([configMap('a', '5'), configMap('b', '6'), configMap('c', '7')], '10', 'json')
   // the write is held until release(): being synced now can only come from indexing, before any write
@@ -74,7 +89,10 @@ t.test('the first list: nothing is sent before its write lands, then everything 
   await replaced
   t.equal(held.landed(), 3, 'the three objects are on disk')
   const listed = (await (await list).body.json()) as { metadata: { resourceVersion: string }; items: { metadata: { name: string } }[] }
-  t.same(listed.items.map(i => i.metadata.name), ['a', 'b', 'c'])
+  t.same(
+    listed.items.map(i => i.metadata.name),
+    ['a', 'b', 'c'],
+  )
   t.equal(listed.metadata.resourceVersion, '10')
   const stream = (await watch).body
   let text = ''
@@ -83,7 +101,19 @@ t.test('the first list: nothing is sent before its write lands, then everything 
     if (text.split('\n').length > 3) break
   }
   stream.destroy()
-  t.same(text.trim().split('\n').slice(0, 3).map(l => [JSON.parse(l).type, JSON.parse(l).object.metadata.name]), [['ADDED', 'a'], ['ADDED', 'b'], ['ADDED', 'c']], 'the watch begins with the state once it is written')
+  t.same(
+    text
+      .trim()
+      .split('\n')
+      .slice(0, 3)
+      .map(l => [JSON.parse(l).type, JSON.parse(l).object.metadata.name]),
+    [
+      ['ADDED', 'a'],
+      ['ADDED', 'b'],
+      ['ADDED', 'c'],
+    ],
+    'the watch begins with the state once it is written',
+  )
 
   // a restart finds what the clients were shown
   await held.store.close()

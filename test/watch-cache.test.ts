@@ -31,7 +31,9 @@ async function protobufReflector(h: Harness, path: string) {
   const body = Buffer.from(await list.body.arrayBuffer())
   const decoded = decodeBody(body) as any
   const state = new Map<string, any>(decoded.items.map((i: any) => [i.metadata.name, i]))
-  const watch = await request(`${h.url}${path}?watch=true&allowWatchBookmarks=true&resourceVersion=${decoded.metadata.resourceVersion}`, { headers: { 'user-agent': kubeProxy, accept: protobuf } })
+  const watch = await request(`${h.url}${path}?watch=true&allowWatchBookmarks=true&resourceVersion=${decoded.metadata.resourceVersion}`, {
+    headers: { 'user-agent': kubeProxy, accept: protobuf },
+  })
   const events: string[] = []
   let open = true
   void (async () => {
@@ -62,16 +64,33 @@ t.test('five informers and two protobuf clients on one scope: one upstream watch
   const informers = [kubeProxy, kubeProxy, kubeProxy, coredns, coredns].map(ua => informer(h, ua))
   for (const i of informers) await i.start()
   t.teardown(() => Promise.all(informers.map(i => i.stop())))
-  const pb = [await protobufReflector(h, '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices'), await protobufReflector(h, '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices')]
+  const pb = [
+    await protobufReflector(h, '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices'),
+    await protobufReflector(h, '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices'),
+  ]
   t.teardown(() => pb.forEach(c => c.stop()))
   t.equal(pb[0].contentType, 'application/vnd.kubernetes.protobuf', 'protobuf clients get protobuf')
   h.simulator.create(slice('cache-test-a', '10.0.0.1'))
-  await eventually(() => informers.every(i => i.list('default').some(s => s.metadata?.name === 'cache-test-a')) && pb.every(c => c.state.has('cache-test-a')), 10_000, 'every client to see the new slice')
+  await eventually(
+    () => informers.every(i => i.list('default').some(s => s.metadata?.name === 'cache-test-a')) && pb.every(c => c.state.has('cache-test-a')),
+    10_000,
+    'every client to see the new slice',
+  )
   const upstreamWatches = (format: string) =>
-    h.simulator.countRequests(r => r.watch && r.path === '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices' && String(r.headers['user-agent']).startsWith('outpost/') && (format === 'protobuf') === String(r.headers.accept).startsWith('application/vnd.kubernetes.protobuf'))
+    h.simulator.countRequests(
+      r =>
+        r.watch &&
+        r.path === '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices' &&
+        String(r.headers['user-agent']).startsWith('outpost/') &&
+        (format === 'protobuf') === String(r.headers.accept).startsWith('application/vnd.kubernetes.protobuf'),
+    )
   t.equal(upstreamWatches('json'), 1, 'one upstream JSON watch for five informers')
   t.equal(upstreamWatches('protobuf'), 1, 'one upstream protobuf watch for two protobuf clients')
-  t.equal(h.simulator.countRequests(r => r.watch && String(r.headers['user-agent']).startsWith('kube-proxy')), 0, "no client's own watch reaches the apiserver")
+  t.equal(
+    h.simulator.countRequests(r => r.watch && String(r.headers['user-agent']).startsWith('kube-proxy')),
+    0,
+    "no client's own watch reaches the apiserver",
+  )
 })
 
 t.test('resourceVersion semantics: replay from the window, 410 when too old, BOOKMARKs, WatchList, selector transitions', async t => {
@@ -83,13 +102,21 @@ t.test('resourceVersion semantics: replay from the window, 410 when too old, BOO
   const from = list.metadata.resourceVersion
   h.simulator.create(slice('cache-test-b', '10.0.0.2'))
   h.simulator.create(slice('cache-test-c', '10.0.0.3'))
-  await eventually(async () => ((await (await request(base, { headers })).body.json()) as any).items.some((s: any) => s.metadata.name === 'cache-test-c'), 10_000, 'the cache to have the writes')
+  await eventually(
+    async () => ((await (await request(base, { headers })).body.json()) as any).items.some((s: any) => s.metadata.name === 'cache-test-c'),
+    10_000,
+    'the cache to have the writes',
+  )
 
   const replay = await request(`${base}?watch=true&resourceVersion=${from}`, { headers })
   const replayed = readWatch(replay.body)
   t.teardown(() => replay.body.destroy())
   await eventually(() => replayed.events.length >= 2, 10_000, 'the replay')
-  t.same(replayed.events.map(e => `${e.type} ${e.object.metadata.name}`), ['ADDED cache-test-b', 'ADDED cache-test-c'], 'exactly the events after the version')
+  t.same(
+    replayed.events.map(e => `${e.type} ${e.object.metadata.name}`),
+    ['ADDED cache-test-b', 'ADDED cache-test-c'],
+    'exactly the events after the version',
+  )
 
   const expired = await request(`${base}?watch=true&resourceVersion=1`, { headers })
   const tooOld = readWatch(expired.body)
@@ -106,10 +133,20 @@ t.test('resourceVersion semantics: replay from the window, 410 when too old, BOO
   const initial = await request(`${base}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true`, { headers })
   const watchList = readWatch(initial.body)
   t.teardown(() => initial.body.destroy())
-  await eventually(() => watchList.events.some(e => e.type === 'BOOKMARK' && e.object.metadata.annotations?.['k8s.io/initial-events-end'] === 'true'), 10_000, 'the end of the initial events')
+  await eventually(
+    () => watchList.events.some(e => e.type === 'BOOKMARK' && e.object.metadata.annotations?.['k8s.io/initial-events-end'] === 'true'),
+    10_000,
+    'the end of the initial events',
+  )
   const end = watchList.events.findIndex(e => e.type === 'BOOKMARK' && e.object.metadata.annotations?.['k8s.io/initial-events-end'] === 'true')
-  t.ok(watchList.events.slice(0, end).every(e => e.type === 'ADDED'), 'initial events are ADDED')
-  t.ok(watchList.events.slice(0, end).some(e => e.object.metadata.name === 'cache-test-c'), 'and hold the current state')
+  t.ok(
+    watchList.events.slice(0, end).every(e => e.type === 'ADDED'),
+    'initial events are ADDED',
+  )
+  t.ok(
+    watchList.events.slice(0, end).some(e => e.object.metadata.name === 'cache-test-c'),
+    'and hold the current state',
+  )
 
   const selected = await request(`${base}?watch=true&labelSelector=app%3Dcache-test`, { headers })
   const bySelector = readWatch(selected.body)
@@ -122,7 +159,7 @@ t.test('resourceVersion semantics: replay from the window, 410 when too old, BOO
 
 for (const longOutage of [false, true]) {
   const title = longOutage
-    ? 'an outage longer than the apiserver\'s window: the hub relists its scope once, and every client converges without a list of its own'
+    ? "an outage longer than the apiserver's window: the hub relists its scope once, and every client converges without a list of its own"
     : 'an outage: watches stay open, the hub resumes its watch from its version, and every client converges without a single list'
   t.test(title, async t => {
     const h = await startHarness({ demo: true, config: { healthIntervalMs: 100 }, start: { cacheBookmarkIntervalMs: 200 } })
@@ -136,24 +173,44 @@ for (const longOutage of [false, true]) {
     const pb = await protobufReflector(h, '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices')
     t.teardown(() => pb.stop())
     await eventually(() => informers.every(i => i.list('default').some(s => s.metadata?.name === 'outage-drop')), 10_000, 'the initial lists')
-    const lists = () => h.hub.metrics.registry.getSingleMetric('outpost_requests_total')!.get().then(m => m.values.filter(v => v.labels.verb === 'list').reduce((n, v) => n + v.value, 0))
+    const lists = () =>
+      h.hub.metrics.registry
+        .getSingleMetric('outpost_requests_total')!
+        .get()
+        .then(m => m.values.filter(v => v.labels.verb === 'list').reduce((n, v) => n + v.value, 0))
     const listsBefore = await lists()
 
     await goDark(h)
     h.simulator.create(slice('outage-new', '10.1.0.4'))
-    h.simulator.patch('discovery.k8s.io/v1', 'EndpointSlice', 'default', 'outage-change', { endpoints: [{ addresses: ['10.1.9.9'], conditions: { ready: true }, nodeName: 'kind-worker2' }] })
+    h.simulator.patch('discovery.k8s.io/v1', 'EndpointSlice', 'default', 'outage-change', {
+      endpoints: [{ addresses: ['10.1.9.9'], conditions: { ready: true }, nodeName: 'kind-worker2' }],
+    })
     h.simulator.remove('discovery.k8s.io/v1', 'EndpointSlice', 'default', 'outage-drop')
     if (longOutage) h.simulator.compact() // the events of the outage are gone from the apiserver's window: a resumed watch gets 410
     await new Promise(resolve => setTimeout(resolve, 500))
     t.ok(pb.isOpen(), 'the protobuf watch is held open through the outage')
-    const hubLists = () => h.simulator.countRequests(r => !r.watch && r.verb === 'list' && r.path.endsWith('/endpointslices') && String(r.headers['user-agent']).startsWith('outpost/'))
+    const hubLists = () =>
+      h.simulator.countRequests(
+        r => !r.watch && r.verb === 'list' && r.path.endsWith('/endpointslices') && String(r.headers['user-agent']).startsWith('outpost/'),
+      )
     const hubListsBefore = hubLists()
     await comeBack(h)
 
     // the outage-* slices belong to a Service without topology: every client sees them as they are
     const mine = (s: any) => s.metadata.name.startsWith('outage-')
-    const want = () => h.simulator.list('discovery.k8s.io/v1', 'EndpointSlice').filter(mine).map((s: any) => `${s.metadata.name}=${s.endpoints?.[0]?.addresses?.[0]}`).sort().join(' ')
-    const have = (objects: any[]) => objects.filter(mine).map(s => `${s.metadata.name}=${s.endpoints?.[0]?.addresses?.[0]}`).sort().join(' ')
+    const want = () =>
+      h.simulator
+        .list('discovery.k8s.io/v1', 'EndpointSlice')
+        .filter(mine)
+        .map((s: any) => `${s.metadata.name}=${s.endpoints?.[0]?.addresses?.[0]}`)
+        .sort()
+        .join(' ')
+    const have = (objects: any[]) =>
+      objects
+        .filter(mine)
+        .map(s => `${s.metadata.name}=${s.endpoints?.[0]?.addresses?.[0]}`)
+        .sort()
+        .join(' ')
     await eventually(() => informers.every(i => have([...i.list('default')]) === want()), 15_000, 'the informers to converge')
     await eventually(() => have([...pb.state.values()]) === want(), 15_000, 'the protobuf client to converge')
     t.ok(pb.events.includes('DELETED') && pb.events.includes('ADDED') && pb.events.includes('MODIFIED'), 'told as ADDED, MODIFIED and DELETED')
@@ -183,6 +240,12 @@ t.test('two scopes of one component: an object leaving one is still served by th
   await goDark(h)
   t.notOk((await names('app=cache-test')).includes('two-scopes'), 'offline, not in the scope it left')
   t.ok((await names('tier=web')).includes('two-scopes'), 'offline, still in the other')
-  const held = await h.hub.store.list({ component: 'shared-json', group: 'discovery.k8s.io', version: 'v1', resource: 'endpointslices' }, (await import('../lib/cache/scope.ts')).parseScope({ namespace: 'default', labelSelector: 'tier=web', fieldSelector: '' }))
-  t.ok(held?.items.some(o => o.name === 'two-scopes'), 'and the disk cache holds it for that scope')
+  const held = await h.hub.store.list(
+    { component: 'shared-json', group: 'discovery.k8s.io', version: 'v1', resource: 'endpointslices' },
+    (await import('../lib/cache/scope.ts')).parseScope({ namespace: 'default', labelSelector: 'tier=web', fieldSelector: '' }),
+  )
+  t.ok(
+    held?.items.some(o => o.name === 'two-scopes'),
+    'and the disk cache holds it for that scope',
+  )
 })

@@ -22,14 +22,21 @@ function parseAccept(accept: string | undefined): Range[] {
     const params: Record<string, string> = {}
     for (const p of rest) {
       const eq = p.indexOf('=')
-      if (eq > 0) params[p.slice(0, eq).trim().toLowerCase()] = p.slice(eq + 1).trim().replace(/^"|"$/g, '')
+      if (eq > 0)
+        params[p.slice(0, eq).trim().toLowerCase()] = p
+          .slice(eq + 1)
+          .trim()
+          .replace(/^"|"$/g, '')
     }
     const q = params.q === undefined ? 1 : Number(params.q)
     if (!(q > 0)) continue
     ranges.push({ type: type.toLowerCase(), params, q })
   }
   // stable: equal q keeps the client's order
-  return ranges.map((r, i) => ({ r, i })).sort((a, b) => b.r.q - a.r.q || a.i - b.i).map(({ r }) => r)
+  return ranges
+    .map((r, i) => ({ r, i }))
+    .sort((a, b) => b.r.q - a.r.q || a.i - b.i)
+    .map(({ r }) => r)
 }
 
 /** What the client asks for, most preferred first: formats of the object itself, or a Table. */

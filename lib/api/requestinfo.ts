@@ -14,17 +14,7 @@ import type { Status } from './status.ts'
 import { failure } from './status.ts'
 import { decodeTarget, isDNS1035Label, isDNS1123Label, isDNS1123Subdomain, isWellFormedName, parseQuery, pathSegmentNameProblems } from './paths.ts'
 
-export type Verb =
-  | 'get'
-  | 'list'
-  | 'watch'
-  | 'create'
-  | 'update'
-  | 'patch'
-  | 'delete'
-  | 'deletecollection'
-  | 'proxy'
-  | 'connect'
+export type Verb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'deletecollection' | 'proxy' | 'connect'
 
 export interface RequestInfo {
   /** false for /healthz, /version, /openapi/v2, discovery roots like /apis … and for resource paths that are not well-formed (`malformed`) */
@@ -142,7 +132,15 @@ function resolve(method: string, url: string, userAgent: string | undefined, asH
     if (parts.length < 2) {
       // the RequestInfo resolver fails: WithRequestInfo answers 500 (in plain text) before authentication
       const message = `Internal Server Error: ${JSON.stringify(url)}: failed to create RequestInfo: unable to determine kind and namespace from url, ${url.startsWith('/') ? url : target.path}`
-      return { ...info, isResourceRequest: false, problem: failure(500, message.replace(/[&<>]/g, c => htmlEscapes[c]), 'InternalError') }
+      return {
+        ...info,
+        isResourceRequest: false,
+        problem: failure(
+          500,
+          message.replace(/[&<>]/g, c => htmlEscapes[c]),
+          'InternalError',
+        ),
+      }
     }
     // /watch/… and the long-deprecated /proxy/namespaces/<ns>/<resource>/<name>/… forms
     verb = special
@@ -208,7 +206,18 @@ function wellFormedProblem(info: RequestInfo, segments: string[], parts: string[
 
 /** A malformed resource path, as the hub treats it: a non-resource request that keeps its path and query. */
 function demote(info: RequestInfo, method: string, malformed: string): RequestInfo {
-  return { ...info, isResourceRequest: false, verb: method.toLowerCase(), apiGroup: '', apiVersion: '', namespace: '', resource: '', subresource: '', name: '', malformed }
+  return {
+    ...info,
+    isResourceRequest: false,
+    verb: method.toLowerCase(),
+    apiGroup: '',
+    apiVersion: '',
+    namespace: '',
+    resource: '',
+    subresource: '',
+    name: '',
+    malformed,
+  }
 }
 
 // The apiserver's query-to-bool conversion: present and not "false"/"0" (any case) is true,

@@ -63,7 +63,11 @@ const describe = (r: ResourceRef) => `${r.resource}.${r.version}.${r.group || 'c
  * The cached resource a name means. Several matches (versions of one group, or groups) choose the
  * core group, then the preferred version, and say so in `note`.
  */
-export function resolveResourceName(name: string, available: ResourceRef[], shortNames: Record<string, { resource: string; group: string }> = builtinShortNames): Resolution {
+export function resolveResourceName(
+  name: string,
+  available: ResourceRef[],
+  shortNames: Record<string, { resource: string; group: string }> = builtinShortNames,
+): Resolution {
   const lower = name.toLowerCase()
   const full = available.filter(r => describe(r) === lower)
   if (full.length === 1) return { ref: full[0] }
@@ -72,8 +76,11 @@ export function resolveResourceName(name: string, available: ResourceRef[], shor
   const short = shortNames[lower]
   let matches = available.filter(r => (r.resource === head || r.singular === head) && (group === undefined || r.group === group))
   if (matches.length === 0 && short) matches = available.filter(r => r.resource === short.resource && r.group === short.group)
-  if (matches.length === 0) return { error: `no cached resource is called ${JSON.stringify(name)}${available.length > 0 ? `; cached: ${available.map(describe).join(', ')}` : ''}` }
-  const sorted = [...matches].sort((a, b) => (a.group === '' ? -1 : b.group === '' ? 1 : a.group < b.group ? -1 : a.group > b.group ? 1 : compareVersions(a.version, b.version)))
+  if (matches.length === 0)
+    return { error: `no cached resource is called ${JSON.stringify(name)}${available.length > 0 ? `; cached: ${available.map(describe).join(', ')}` : ''}` }
+  const sorted = [...matches].sort((a, b) =>
+    a.group === '' ? -1 : b.group === '' ? 1 : a.group < b.group ? -1 : a.group > b.group ? 1 : compareVersions(a.version, b.version),
+  )
   const ref = sorted[0]
   return sorted.length === 1 ? { ref } : { ref, note: `${JSON.stringify(name)} could be ${sorted.map(describe).join(' or ')}: showing ${describe(ref)}` }
 }

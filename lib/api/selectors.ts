@@ -57,9 +57,7 @@ function checkValue(key: string, value: string): void {
   }
 }
 
-type Token =
-  | { kind: 'id'; text: string }
-  | { kind: 'op'; text: '!' | '=' | '==' | '!=' | '>' | '<' | '(' | ')' | ',' }
+type Token = { kind: 'id'; text: string } | { kind: 'op'; text: '!' | '=' | '==' | '!=' | '>' | '<' | '(' | ')' | ',' }
 
 function tokenize(input: string): Token[] {
   const tokens: Token[] = []

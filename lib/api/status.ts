@@ -63,7 +63,10 @@ export function notFound(resource: string, group: string, name: string): Status 
 
 /** What the watch cache answers to a read newer than it has reached (after waiting for it). */
 export function tooLargeResourceVersion(wanted: bigint | string, current: bigint | string): Status {
-  return failure(504, `Timeout: Too large resource version: ${wanted}, current: ${current}`, 'Timeout', { causes: [{ reason: 'ResourceVersionTooLarge', message: 'Too large resource version' }], retryAfterSeconds: 1 })
+  return failure(504, `Timeout: Too large resource version: ${wanted}, current: ${current}`, 'Timeout', {
+    causes: [{ reason: 'ResourceVersionTooLarge', message: 'Too large resource version' }],
+    retryAfterSeconds: 1,
+  })
 }
 
 export function serviceUnavailable(message: string): Status {

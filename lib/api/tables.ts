@@ -61,8 +61,14 @@ const printers: Record<string, Printer> = {
   'discovery.k8s.io/endpointslices': {
     columns: [
       nameCol,
-      col('AddressType', 'addressType specifies the type of address carried by this EndpointSlice. All addresses in this slice must be the same type. This field is immutable after creation. The following address types are currently supported: * IPv4: Represents an IPv4 Address. * IPv6: Represents an IPv6 Address. * FQDN: Represents a Fully Qualified Domain Name.'),
-      col('Ports', 'ports specifies the list of network ports exposed by each endpoint in this slice. Each port must have a unique name. When ports is empty, it indicates that there are no defined ports. When a port is defined with a nil port value, it indicates "all ports". Each slice may include a maximum of 100 ports.'),
+      col(
+        'AddressType',
+        'addressType specifies the type of address carried by this EndpointSlice. All addresses in this slice must be the same type. This field is immutable after creation. The following address types are currently supported: * IPv4: Represents an IPv4 Address. * IPv6: Represents an IPv6 Address. * FQDN: Represents a Fully Qualified Domain Name.',
+      ),
+      col(
+        'Ports',
+        'ports specifies the list of network ports exposed by each endpoint in this slice. Each port must have a unique name. When ports is empty, it indicates that there are no defined ports. When a port is defined with a nil port value, it indicates "all ports". Each slice may include a maximum of 100 ports.',
+      ),
       col('Endpoints', 'endpoints is a list of unique endpoints in this slice. Each slice may include a maximum of 1000 endpoints.'),
       ageCol,
     ],
@@ -74,7 +80,15 @@ const printers: Record<string, Printer> = {
     },
   },
   '/pods': {
-    columns: [nameCol, col('Ready', 'The aggregate readiness state of this pod for accepting traffic.'), col('Status', 'The aggregate status of the containers in this pod.'), col('Restarts', 'The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.'), ageCol, col('IP', 'IP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.', '', 1), col('Node', 'NodeName is a request to schedule this pod onto a specific node.', '', 1)],
+    columns: [
+      nameCol,
+      col('Ready', 'The aggregate readiness state of this pod for accepting traffic.'),
+      col('Status', 'The aggregate status of the containers in this pod.'),
+      col('Restarts', 'The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.'),
+      ageCol,
+      col('IP', 'IP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.', '', 1),
+      col('Node', 'NodeName is a request to schedule this pod onto a specific node.', '', 1),
+    ],
     cells: obj => {
       const containers: any[] = obj.spec?.containers ?? []
       const statuses: any[] = obj.status?.containerStatuses ?? []
@@ -85,22 +99,41 @@ const printers: Record<string, Printer> = {
     },
   },
   '/services': {
-    columns: [nameCol, col('Type', 'type determines how the Service is exposed.'), col('Cluster-IP', 'clusterIP is the IP address of the service and is usually assigned randomly.'), col('External-IP', 'externalIPs is a list of IP addresses for which nodes in the cluster will also accept traffic for this service.'), col('Port(s)', 'The list of ports that are exposed by this service.'), ageCol, col('Selector', 'Route service traffic to pods with label keys and values matching this selector.', '', 1)],
+    columns: [
+      nameCol,
+      col('Type', 'type determines how the Service is exposed.'),
+      col('Cluster-IP', 'clusterIP is the IP address of the service and is usually assigned randomly.'),
+      col('External-IP', 'externalIPs is a list of IP addresses for which nodes in the cluster will also accept traffic for this service.'),
+      col('Port(s)', 'The list of ports that are exposed by this service.'),
+      ageCol,
+      col('Selector', 'Route service traffic to pods with label keys and values matching this selector.', '', 1),
+    ],
     cells: obj => {
       const spec = obj.spec ?? {}
       const ports = (spec.ports ?? []).map((p: any) => `${p.port}${p.nodePort ? `:${p.nodePort}` : ''}/${p.protocol ?? 'TCP'}`).join(',') || '<none>'
       const external = (spec.externalIPs ?? []).join(',') || (spec.type === 'LoadBalancer' ? '<pending>' : '<none>')
-      const selector = Object.entries(spec.selector ?? {}).map(([k, v]) => `${k}=${v}`).join(',') || '<none>'
+      const selector =
+        Object.entries(spec.selector ?? {})
+          .map(([k, v]) => `${k}=${v}`)
+          .join(',') || '<none>'
       return [obj.metadata.name, spec.type ?? 'ClusterIP', spec.clusterIP ?? '<none>', external, ports, age(obj), selector]
     },
   },
   '/nodes': {
-    columns: [nameCol, col('Status', 'The status of the node'), col('Roles', 'The roles of the node'), ageCol, col('Version', 'Kubelet Version reported by the node.')],
+    columns: [
+      nameCol,
+      col('Status', 'The status of the node'),
+      col('Roles', 'The roles of the node'),
+      ageCol,
+      col('Version', 'Kubelet Version reported by the node.'),
+    ],
     cells: obj => {
       const ready = (obj.status?.conditions ?? []).find((c: any) => c.type === 'Ready')
       let status = ready ? (ready.status === 'True' ? 'Ready' : 'NotReady') : 'Unknown'
       if (obj.spec?.unschedulable) status += ',SchedulingDisabled'
-      const roles = Object.keys(obj.metadata?.labels ?? {}).filter(k => k.startsWith('node-role.kubernetes.io/')).map(k => k.slice('node-role.kubernetes.io/'.length))
+      const roles = Object.keys(obj.metadata?.labels ?? {})
+        .filter(k => k.startsWith('node-role.kubernetes.io/'))
+        .map(k => k.slice('node-role.kubernetes.io/'.length))
       return [obj.metadata.name, status, roles.join(',') || '<none>', age(obj), obj.status?.nodeInfo?.kubeletVersion || '']
     },
   },

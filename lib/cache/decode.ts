@@ -9,7 +9,10 @@ import { decodeUnknown, decodeWatchEvent, isProtobuf, objectMeta, splitList } fr
 
 export function formatOf(contentType: string | undefined): WireFormat | undefined {
   if (!contentType) return undefined
-  const [type, ...params] = contentType.toLowerCase().split(';').map(p => p.trim())
+  const [type, ...params] = contentType
+    .toLowerCase()
+    .split(';')
+    .map(p => p.trim())
   if (params.some(p => p.startsWith('as='))) return undefined
   if (type === 'application/json') return 'json'
   if (type === 'application/vnd.kubernetes.protobuf') return 'protobuf'
@@ -68,7 +71,16 @@ function stringMember(buf: Buffer, members: ReadonlyMap<string, Range>, name: st
 
 function fromProtobufRaw(raw: Buffer, kind: string, apiVersion: string): CachedObject {
   const meta = objectMeta(raw)
-  return { apiVersion, kind, namespace: meta.namespace, name: meta.name, resourceVersion: meta.resourceVersion, format: 'protobuf', body: raw, labels: meta.labels }
+  return {
+    apiVersion,
+    kind,
+    namespace: meta.namespace,
+    name: meta.name,
+    resourceVersion: meta.resourceVersion,
+    format: 'protobuf',
+    body: raw,
+    labels: meta.labels,
+  }
 }
 
 export function decodeObject(format: WireFormat, body: Buffer): CachedObject {
@@ -108,11 +120,13 @@ export function decodeList(format: WireFormat, body: Buffer): DecodedList {
   const members = new Map<string, Range>()
   let items: Range | undefined
   let found: CachedObject[] = []
-  const read = (kind: string, apiVersion: string) => (at: number): number => {
-    const item = objectMembers(body, typeMembers, at)
-    found.push(fromJsonMembers(body, at, item.end, item.members, kind, apiVersion))
-    return item.end
-  }
+  const read =
+    (kind: string, apiVersion: string) =>
+    (at: number): number => {
+      const item = objectMembers(body, typeMembers, at)
+      found.push(fromJsonMembers(body, at, item.end, item.members, kind, apiVersion))
+      return item.end
+    }
   eachMember(body, listMembers, (which, at) => {
     const name = listMembers[which]
     if (name !== 'items' || !members.has('kind') || !members.has('apiVersion')) {

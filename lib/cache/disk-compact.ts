@@ -24,7 +24,14 @@ export function snapshotBytes(live: ReadonlyMap<string, Location>): number {
  * Writes `live` (read from the files they lie in) and `meta` as `snapshot`. Resolves with where
  * each record now lies; rejects with nothing of it left behind (the temp file is removed).
  */
-export async function writeSnapshot(io: DiskIO, files: CollectionFiles, live: ReadonlyMap<string, Location>, meta: CollectionMeta | undefined, snapshot: string, limit: number): Promise<Map<string, Location>> {
+export async function writeSnapshot(
+  io: DiskIO,
+  files: CollectionFiles,
+  live: ReadonlyMap<string, Location>,
+  meta: CollectionMeta | undefined,
+  snapshot: string,
+  limit: number,
+): Promise<Map<string, Location>> {
   const tmp = `${snapshot}.tmp`
   const moved = new Map<string, Location>()
   try {

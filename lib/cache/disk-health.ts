@@ -92,6 +92,8 @@ export class HealthTracker {
     if (!this.failing.delete(id) || this.failing.size > 0 || !this.streak) return
     const { since, failures } = this.streak
     this.streak = undefined
-    this.logged = this.logged.then(() => this.log.info({ failures, seconds: Math.round((Date.now() - since) / 1000) }, 'disk cache: writes work again; the cache is durable'))
+    this.logged = this.logged.then(() =>
+      this.log.info({ failures, seconds: Math.round((Date.now() - since) / 1000) }, 'disk cache: writes work again; the cache is durable'),
+    )
   }
 }

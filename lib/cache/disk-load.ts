@@ -53,7 +53,12 @@ export interface LoadProgress {
  * damaged collection does not hold up a small one); what cannot be read is reported, never
  * silently emptied.
  */
-export async function loadCollections(context: LoadContext, onEntry: (entry: DiskEntry) => void, onMeta: (key: ResourceKey, meta: CollectionMeta) => void, progress: LoadProgress = {}): Promise<LoadReport> {
+export async function loadCollections(
+  context: LoadContext,
+  onEntry: (entry: DiskEntry) => void,
+  onMeta: (key: ResourceKey, meta: CollectionMeta) => void,
+  progress: LoadProgress = {},
+): Promise<LoadReport> {
   const { io, log, cacheDir } = context
   const report: LoadReport = { loaded: 0, failed: [] }
   const fail = (file: string, reason: string, key?: ResourceKey) => {
@@ -95,7 +100,12 @@ export async function loadCollections(context: LoadContext, onEntry: (entry: Dis
       onEntry({ key: { ...files.key }, object })
     }
     if (files.meta) onMeta({ ...files.key }, files.meta)
-    progress.loaded?.({ ...key }, report.failed.filter(f => f.key && f.key.component === key.component && f.key.group === key.group && f.key.version === key.version && f.key.resource === key.resource))
+    progress.loaded?.(
+      { ...key },
+      report.failed.filter(
+        f => f.key && f.key.component === key.component && f.key.group === key.group && f.key.version === key.version && f.key.resource === key.resource,
+      ),
+    )
     await new Promise(resolve => setImmediate(resolve))
   }
   log.info(`disk cache: loaded ${report.loaded} object(s) from ${cacheDir}${report.failed.length > 0 ? `, ${report.failed.length} problem(s)` : ''}`)
@@ -110,10 +120,17 @@ interface CollectionRead {
   failed: boolean
 }
 
-const generationOf = (names: readonly string[], prefix: string) => names.filter(n => n.startsWith(prefix) && /^\d+$/.test(n.slice(prefix.length))).map(n => Number(n.slice(prefix.length)))
+const generationOf = (names: readonly string[], prefix: string) =>
+  names.filter(n => n.startsWith(prefix) && /^\d+$/.test(n.slice(prefix.length))).map(n => Number(n.slice(prefix.length)))
 
 /** Reads a collection's files into `files` (live records, meta, generation) and returns its objects. */
-async function readCollection(io: DiskIO, log: Logger, limit: number, files: CollectionFiles, fail: (file: string, reason: string) => void): Promise<CollectionRead> {
+async function readCollection(
+  io: DiskIO,
+  log: Logger,
+  limit: number,
+  files: CollectionFiles,
+  fail: (file: string, reason: string) => void,
+): Promise<CollectionRead> {
   const names = (await io.readdir(files.dir).catch(() => [])).map(entry => entry.name)
   const snapshotGen = Math.max(-1, ...generationOf(names, 'snapshot.'))
   const gen = Math.max(0, snapshotGen, ...generationOf(names, 'journal.').filter(g => g >= snapshotGen))
@@ -157,7 +174,10 @@ async function readCollection(io: DiskIO, log: Logger, limit: number, files: Col
       await io.truncate(file, end).catch(error => fail(file, `cannot cut the torn tail: ${errorMessage(error)}`))
       return
     }
-    fail(file, `damaged at byte ${end} of ${bytes.length}: the records after it are lost; lists of this resource answer as never listed until it is listed again`)
+    fail(
+      file,
+      `damaged at byte ${end} of ${bytes.length}: the records after it are lost; lists of this resource answer as never listed until it is listed again`,
+    )
     read.damaged.push(file)
     read.failed = true
     leaveCurrentJournal(file)
@@ -166,7 +186,8 @@ async function readCollection(io: DiskIO, log: Logger, limit: number, files: Col
   for (let g = Math.max(0, snapshotGen); g <= gen; g++) await readFile(files.journalName(g), true)
   // leftovers of earlier generations, and temp files of an interrupted compaction
   for (const name of names) {
-    const keep = name === `snapshot.${snapshotGen}` || (/^journal\.\d+$/.test(name) && Number(name.slice(8)) >= Math.max(0, snapshotGen)) || name.endsWith('.damaged')
+    const keep =
+      name === `snapshot.${snapshotGen}` || (/^journal\.\d+$/.test(name) && Number(name.slice(8)) >= Math.max(0, snapshotGen)) || name.endsWith('.damaged')
     if (!keep) await io.rm(path.join(files.dir, name))
   }
   // what a scope list says whole may lie past the damage (a meta record after it included)

@@ -19,7 +19,9 @@ export function validPathComponent(value: string): boolean {
 
 export function checkComponent(what: string, value: string): void {
   if (typeof value !== 'string' || !validPathComponent(value)) {
-    throw new Error(`disk cache: invalid ${what} ${JSON.stringify(value)}: must match ${componentPattern.source} and be at most ${maxComponentLength} characters`)
+    throw new Error(
+      `disk cache: invalid ${what} ${JSON.stringify(value)}: must match ${componentPattern.source} and be at most ${maxComponentLength} characters`,
+    )
   }
 }
 

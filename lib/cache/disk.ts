@@ -102,7 +102,8 @@ export class DiskCache {
   static async open(cacheDir: string, log: Logger, options: DiskCacheOptions = {}): Promise<DiskCache> {
     const io = options.io ?? nodeDiskIO
     const root = path.resolve(cacheDir)
-    const unusable = (what: string, error: unknown) => new CacheDirUnusableError(root, errorCode(error) ?? 'EIO', `cache dir ${root} is unusable: cannot ${what}: ${errorMessage(error)}`)
+    const unusable = (what: string, error: unknown) =>
+      new CacheDirUnusableError(root, errorCode(error) ?? 'EIO', `cache dir ${root} is unusable: cannot ${what}: ${errorMessage(error)}`)
     try {
       await durableMkdir(root, io)
     } catch (error) {
@@ -119,7 +120,9 @@ export class DiskCache {
       throw unusable('lock and write it', error)
     }
     // a directory the hub does not own may refuse the chmod and still be writable (the lock wrote in it)
-    await io.chmod(root, 0o700).catch(error => log.warn({ dir: root, err: errorMessage(error) }, 'disk cache: cannot make the cache dir 0700; other users may read it'))
+    await io
+      .chmod(root, 0o700)
+      .catch(error => log.warn({ dir: root, err: errorMessage(error) }, 'disk cache: cannot make the cache dir 0700; other users may read it'))
     cache = new DiskCache(root, log, io, lock, options)
     return cache
   }
@@ -209,7 +212,10 @@ export class DiskCache {
       return // its writes will say why
     }
     this.writing = this.writing.then(async () => {
-      if (!files.journal && !this.closed) await this.openJournal(files).catch(error => this.log.warn({ err: errorMessage(error), dir: files.dir }, 'disk cache: journal not opened ahead; the first write tries again'))
+      if (!files.journal && !this.closed)
+        await this.openJournal(files).catch(error =>
+          this.log.warn({ err: errorMessage(error), dir: files.dir }, 'disk cache: journal not opened ahead; the first write tries again'),
+        )
     })
   }
 
@@ -422,7 +428,7 @@ export class DiskCache {
           }),
         )
         this.stats.syncs += dirty.length
-        for (const w of waiters) (failure ? w.reject(failure) : w.resolve())
+        for (const w of waiters) failure ? w.reject(failure) : w.resolve()
         if (failure) break
       }
     })().finally(() => {
@@ -463,7 +469,6 @@ export class DiskCache {
     }
   }
 
-
   /**
    * Reads every collection: the newest snapshot, then its journals; a torn tail is cut off. Damage
    * is reported with its collection, which then lists no scope whole (onMeta gets `listed: []`);
@@ -484,5 +489,4 @@ export class DiskCache {
       progress,
     )
   }
-
 }

@@ -44,7 +44,6 @@ export function sendStatusObject(res: ServerResponse, status: Status): void {
   sendBody(res, status.code, 'application/json', JSON.stringify(status))
 }
 
-
 /** One read to answer from the cache, and why the cloud is not answering it (for every refusal). */
 export interface OfflineRead {
   store: CacheStore
@@ -63,7 +62,10 @@ function lostStatus({ info, reason }: OfflineRead, error: LostObjectError): Stat
 
 function unlisted({ info, reason }: OfflineRead, candidates: Collection[], scope: ParsedScope): Status {
   const incomplete = candidates.map(c => c.whyIncomplete(scope)).find(why => why !== undefined)
-  if (incomplete) return serviceUnavailable(`${reason}; the cached list of ${info.resource} (${describeScope(scope)}) is incomplete, so the cache does not answer it until the apiserver lists it whole again: ${incomplete}`)
+  if (incomplete)
+    return serviceUnavailable(
+      `${reason}; the cached list of ${info.resource} (${describeScope(scope)}) is incomplete, so the cache does not answer it until the apiserver lists it whole again: ${incomplete}`,
+    )
   const listed = candidates.flatMap(c => [...c.listed.values()].map(l => describeScope(l.scope)))
   const why =
     listed.length === 0
@@ -114,7 +116,10 @@ export async function serveGet(read: OfflineRead): Promise<void> {
   if (!object || !source) {
     // "not found" is the cache's to say only where a whole list would have held the object
     const scope = scopeOfName(info.namespace, info.name)
-    return sendStatusObject(res, candidates.some(c => c.coveringScope(scope)) ? notFound(info.resource, info.apiGroup, info.name) : unlisted(read, candidates, scope))
+    return sendStatusObject(
+      res,
+      candidates.some(c => c.coveringScope(scope)) ? notFound(info.resource, info.apiGroup, info.name) : unlisted(read, candidates, scope),
+    )
   }
   const wanted = choose(read, [object], source)
   if ('code' in wanted) return sendStatusObject(res, wanted)
@@ -147,8 +152,18 @@ async function selectWhole(read: OfflineRead, scope: ParsedScope): Promise<Whole
 }
 
 function table(info: RequestInfo, items: CachedObject[], listMeta: Record<string, unknown>): unknown {
-  const include = info.query.get('includeObject') === 'None' || info.query.get('includeObject') === 'Object' ? (info.query.get('includeObject') as 'None' | 'Object') : 'Metadata'
-  const objects = items.map(o => asJson(o) ?? { kind: o.kind, apiVersion: o.apiVersion, metadata: { name: o.name, namespace: o.namespace || undefined, resourceVersion: o.resourceVersion } })
+  const include =
+    info.query.get('includeObject') === 'None' || info.query.get('includeObject') === 'Object'
+      ? (info.query.get('includeObject') as 'None' | 'Object')
+      : 'Metadata'
+  const objects = items.map(
+    o =>
+      asJson(o) ?? {
+        kind: o.kind,
+        apiVersion: o.apiVersion,
+        metadata: { name: o.name, namespace: o.namespace || undefined, resourceVersion: o.resourceVersion },
+      },
+  )
   return toTable(info.apiGroup, info.resource, objects, listMeta, include)
 }
 
@@ -209,7 +224,11 @@ export async function serveList(read: OfflineRead): Promise<void> {
   const { collection, resourceVersion } = whole
   const version = versionProblem(info, resourceVersion)
   if (version) return sendStatusObject(res, version)
-  if (!collection.kind) return sendStatusObject(res, serviceUnavailable(`${read.reason}; the cache holds no object of ${info.resource} to tell its kind, so it cannot name the list`))
+  if (!collection.kind)
+    return sendStatusObject(
+      res,
+      serviceUnavailable(`${read.reason}; the cache holds no object of ${info.resource} to tell its kind, so it cannot name the list`),
+    )
   const wanted = choose(read, whole.items, collection)
   if ('code' in wanted) return sendStatusObject(res, wanted)
   const page = paginate(info, whole.items, resourceVersion, scope)

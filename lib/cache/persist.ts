@@ -57,7 +57,8 @@ export class Persister {
 
   /** Why the disk does not hold what memory holds, or undefined when it does. */
   lagReason(): string | undefined {
-    for (const lag of this.lagging.values()) return `${this.unsavedCount} object(s) of ${this.lagging.size} collection(s) only in memory (first: ${Persister.id(lag.key)}: ${lag.error})`
+    for (const lag of this.lagging.values())
+      return `${this.unsavedCount} object(s) of ${this.lagging.size} collection(s) only in memory (first: ${Persister.id(lag.key)}: ${lag.error})`
     return undefined
   }
 
@@ -82,7 +83,10 @@ export class Persister {
         fresh = { key, objects: new Map(), meta: false, error: (error as Error).message }
         this.lagging.set(Persister.id(key), fresh)
         // the disk says it once per failure streak (what failed, how much room it needs); this is per collection
-        this.log.debug({ component: key.component, resource: resourceDirName(key), err: fresh.error }, 'cache: a write failed; the collection is kept in memory and written again, whole, once the disk takes it')
+        this.log.debug(
+          { component: key.component, resource: resourceDirName(key), err: fresh.error },
+          'cache: a write failed; the collection is kept in memory and written again, whole, once the disk takes it',
+        )
       }
       this.join(fresh, ops)
       this.scheduleRetry()
@@ -92,7 +96,8 @@ export class Persister {
   private join(lag: Lagging, ops: readonly DiskOp[]): void {
     for (const op of ops) {
       if (op.t === 'meta') lag.meta = true
-      else if (op.t === 'put') lag.objects.set(objectKey(op.object.namespace, op.object.name), { namespace: op.object.namespace, name: op.object.name, body: op.object.body })
+      else if (op.t === 'put')
+        lag.objects.set(objectKey(op.object.namespace, op.object.name), { namespace: op.object.namespace, name: op.object.name, body: op.object.body })
       else lag.objects.set(objectKey(op.namespace, op.name), { namespace: op.namespace, name: op.name, body: undefined })
     }
   }

@@ -16,7 +16,15 @@ import { documentFor, documentsKey } from './documents.ts'
 export const defaultCachedComponents = ['kubelet', 'kube-proxy', 'coredns', 'flanneld', 'outpost']
 
 // Never cached: secrets of the moment (tokens), one-shot requests (reviews, CSRs), streams.
-const uncachedResources = new Set(['certificatesigningrequests', 'tokenreviews', 'subjectaccessreviews', 'selfsubjectaccessreviews', 'localsubjectaccessreviews', 'selfsubjectrulesreviews', 'events'])
+const uncachedResources = new Set([
+  'certificatesigningrequests',
+  'tokenreviews',
+  'subjectaccessreviews',
+  'selfsubjectaccessreviews',
+  'localsubjectaccessreviews',
+  'selfsubjectrulesreviews',
+  'events',
+])
 
 const writeVerbs = new Set(['create', 'update', 'patch'])
 
@@ -168,7 +176,16 @@ export class Recorder {
         bytes += earlier.bytes
       }
       if (list.continue) {
-        this.keepPages(Recorder.pageKey(info, scope, list.continue), { key, scope, resourceVersion: list.resourceVersion, kind: list.kind, apiVersion: list.apiVersion, items, bytes, expires: Date.now() + pageTimeoutMs })
+        this.keepPages(Recorder.pageKey(info, scope, list.continue), {
+          key,
+          scope,
+          resourceVersion: list.resourceVersion,
+          kind: list.kind,
+          apiVersion: list.apiVersion,
+          items,
+          bytes,
+          expires: Date.now() + pageTimeoutMs,
+        })
         return
       }
       await this.store.replaceScope(key, scope, { items, kind: list.kind, apiVersion: list.apiVersion, resourceVersion: list.resourceVersion })
@@ -250,7 +267,11 @@ export class WatchRecording {
     this.started = true
     const rv = this.info.resourceVersion
     if (this.initial || (rv !== '' && rv !== '0')) return
-    await this.recorder.store.invalidateScope(resourceKeyOf(this.info), this.scope, `watched from "now" (resourceVersion ${JSON.stringify(rv)}) without a list: deletions before it are unknown`)
+    await this.recorder.store.invalidateScope(
+      resourceKeyOf(this.info),
+      this.scope,
+      `watched from "now" (resourceVersion ${JSON.stringify(rv)}) without a list: deletions before it are unknown`,
+    )
   }
 
   async record(frame: Buffer): Promise<void> {
@@ -265,7 +286,12 @@ export class WatchRecording {
       const collection = this.recorder.store.collection(key)
       const first = items[0]
       await this.recorder.store
-        .replaceScope(key, this.scope, { items, kind: first?.kind ?? collection.kind, apiVersion: first?.apiVersion ?? collection.apiVersion, resourceVersion: event.resourceVersion ?? '' })
+        .replaceScope(key, this.scope, {
+          items,
+          kind: first?.kind ?? collection.kind,
+          apiVersion: first?.apiVersion ?? collection.apiVersion,
+          resourceVersion: event.resourceVersion ?? '',
+        })
         .catch(() => {})
     }
   }

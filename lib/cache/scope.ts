@@ -32,7 +32,11 @@ function fieldTerm(r: FieldRequirement): string {
 export function parseScope(scope: Scope): ParsedScope {
   const labels = parseLabelSelector(scope.labelSelector)
   const fields = parseFieldSelector(scope.fieldSelector)
-  const canonical = [scope.namespace, [...new Set(labels.requirements.map(labelTerm))].sort().join('\u0003'), [...new Set(fields.requirements.map(fieldTerm))].sort().join('\u0003')]
+  const canonical = [
+    scope.namespace,
+    [...new Set(labels.requirements.map(labelTerm))].sort().join('\u0003'),
+    [...new Set(fields.requirements.map(fieldTerm))].sort().join('\u0003'),
+  ]
   return { namespace: scope.namespace, labelSelector: scope.labelSelector, fieldSelector: scope.fieldSelector, labels, fields, id: JSON.stringify(canonical) }
 }
 

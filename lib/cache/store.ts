@@ -162,7 +162,10 @@ export class CacheStore {
     if (entry.lost) return
     entry.lost = why
     this.stats.lostObjects++
-    this.log.error({ component: key.component, resource: resourceDirName(key), object: objectKey(entry.meta.namespace, entry.meta.name), why }, 'cache: object body lost; lists that include it answer 503 until the cloud relists them')
+    this.log.error(
+      { component: key.component, resource: resourceDirName(key), object: objectKey(entry.meta.namespace, entry.meta.name), why },
+      'cache: object body lost; lists that include it answer 503 until the cloud relists them',
+    )
   }
 
   /** Says something once per subject (bounded), so a repeated request does not repeat the log line. */
@@ -254,7 +257,10 @@ export class CacheStore {
           collection.entries.set(objectKey(object.namespace, object.name), { meta: stripBody(object), labels: labelsOf(object), size: object.body.length })
           this.bodies.set(CacheStore.bodyKey(key, object.namespace, object.name), object.body)
         } catch (error) {
-          this.log.warn({ component: key.component, resource: key.resource, name: object.name, err: (error as Error).message }, 'cached object unreadable, skipped')
+          this.log.warn(
+            { component: key.component, resource: key.resource, name: object.name, err: (error as Error).message },
+            'cached object unreadable, skipped',
+          )
           return
         }
         collection.origin = 'disk'
@@ -288,7 +294,8 @@ export class CacheStore {
 
   /** A collection just read: what damage it had, and how far each listed scope was followed (at least as far as the objects it holds). */
   private settleLoaded(collection: Collection, failed: readonly LoadFailure[]): void {
-    for (const failure of failed) collection.incomplete.set(wholeCollection, { why: `its cache file was damaged (${failure.path}: ${failure.reason})`, since: Date.now() })
+    for (const failure of failed)
+      collection.incomplete.set(wholeCollection, { why: `its cache file was damaged (${failure.path}: ${failure.reason})`, since: Date.now() })
     if (collection.listed.size === 0) return
     for (const { meta } of collection.entries.values()) {
       const rv = numericVersion(meta.resourceVersion)
@@ -323,7 +330,8 @@ export class CacheStore {
       if (entry.lost) {
         // a lost object's labels may be unknown (an unreadable file): any list of its namespace may hold it
         const unknown = entry.meta.resourceVersion === ''
-        if (unknown ? !scope.namespace || scope.namespace === entry.meta.namespace : inScope(indexed(entry), scope)) lost.push(`${objectKey(entry.meta.namespace, entry.meta.name)}: ${entry.lost}`)
+        if (unknown ? !scope.namespace || scope.namespace === entry.meta.namespace : inScope(indexed(entry), scope))
+          lost.push(`${objectKey(entry.meta.namespace, entry.meta.name)}: ${entry.lost}`)
         continue
       }
       const body = this.memoryBody(key, entry.meta.namespace, entry.meta.name)
@@ -372,7 +380,10 @@ export class CacheStore {
     if (!this.disk || this.disk.fits(object)) return true
     this.stats.tooLarge++
     this.once(`size ${CacheStore.collectionId(key)} ${objectKey(object.namespace, object.name)}`, () =>
-      this.log.warn({ component: key.component, resource: resourceDirName(key), object: objectKey(object.namespace, object.name), bytes: object.body.length }, 'cache: object too large to cache; relayed, not kept'),
+      this.log.warn(
+        { component: key.component, resource: resourceDirName(key), object: objectKey(object.namespace, object.name), bytes: object.body.length },
+        'cache: object too large to cache; relayed, not kept',
+      ),
     )
     return false
   }
@@ -428,7 +439,13 @@ export class CacheStore {
    * The index's part of a write: the object to save, or undefined when the cache already holds
    * exactly this. `authoritative`: a new history's list, which replaces even a "newer" version.
    */
-  private index(key: ResourceKey, collection: Collection, object: CachedObject, via: ParsedScope | undefined, authoritative: boolean): CachedObject | undefined | Promise<CachedObject | undefined> {
+  private index(
+    key: ResourceKey,
+    collection: Collection,
+    object: CachedObject,
+    via: ParsedScope | undefined,
+    authoritative: boolean,
+  ): CachedObject | undefined | Promise<CachedObject | undefined> {
     const id = objectKey(object.namespace, object.name)
     const current = collection.entries.get(id)
     const scopes = this.interned(union(current?.meta.scopes, via?.id))
@@ -453,7 +470,12 @@ export class CacheStore {
   }
 
   /** A newer or equal version is held: only what it belongs to may change (its body is written again with it). */
-  private updateMembership(key: ResourceKey, entry: Entry, scopes: readonly string[] | undefined, fields: Record<string, string> | undefined): undefined | Promise<CachedObject | undefined> {
+  private updateMembership(
+    key: ResourceKey,
+    entry: Entry,
+    scopes: readonly string[] | undefined,
+    fields: Record<string, string> | undefined,
+  ): undefined | Promise<CachedObject | undefined> {
     if (same(entry.meta.scopes, scopes) && sameFields(entry.meta.fields, fields)) return undefined
     entry.meta = { ...entry.meta, scopes, fields }
     return this.withBody(key, entry).then(object => object && { ...object, labels: entry.labels })
@@ -515,8 +537,13 @@ export class CacheStore {
     const newHistory = prior !== undefined && listVersion > 0n && listVersion < prior.reached
     if (newHistory) {
       this.stats.newHistories++
-      this.log.warn({ component: key.component, resource: resourceDirName(key), scope: describeScope(scope), listed: list.resourceVersion, seen: prior.reached.toString() }, "cache: a list older than what its scope has seen: the apiserver's history went back; the scope is replaced")
-      for (const other of [...collection.listed.values()]) if (other !== prior) this.invalidate(collection, other.scope, `the apiserver's history went back (a list at ${list.resourceVersion} after ${prior.reached})`)
+      this.log.warn(
+        { component: key.component, resource: resourceDirName(key), scope: describeScope(scope), listed: list.resourceVersion, seen: prior.reached.toString() },
+        "cache: a list older than what its scope has seen: the apiserver's history went back; the scope is replaced",
+      )
+      for (const other of [...collection.listed.values()])
+        if (other !== prior)
+          this.invalidate(collection, other.scope, `the apiserver's history went back (a list at ${list.resourceVersion} after ${prior.reached})`)
       collection.listResourceVersion = listVersion
     } else if (listVersion > collection.listResourceVersion) {
       collection.listResourceVersion = listVersion
@@ -537,7 +564,13 @@ export class CacheStore {
       else if (scopes?.includes(scope.id)) {
         const change = this.updateMembership(key, entry, this.interned(scopes.filter(s => s !== scope.id)), entry.meta.fields)
         if (change) updates.push(change)
-      } else if (inScope(indexed(entry), scope) && (scopes ?? []).every(s => { const other = collection.listed.get(s); return other !== undefined && covers(scope, other.scope) })) {
+      } else if (
+        inScope(indexed(entry), scope) &&
+        (scopes ?? []).every(s => {
+          const other = collection.listed.get(s)
+          return other !== undefined && covers(scope, other.scope)
+        })
+      ) {
         ops.push(...this.drop(key, collection, entry))
       }
     }
@@ -552,7 +585,11 @@ export class CacheStore {
       collection.incomplete.delete(scope.id)
     } else {
       const first = tooLarge[0]
-      this.invalidate(collection, scope, `${objectKey(first.namespace, first.name)} (${first.body.length} bytes)${tooLarge.length > 1 ? ` and ${tooLarge.length - 1} more are` : ' is'} too large to cache`)
+      this.invalidate(
+        collection,
+        scope,
+        `${objectKey(first.namespace, first.name)} (${first.body.length} bytes)${tooLarge.length > 1 ? ` and ${tooLarge.length - 1} more are` : ' is'} too large to cache`,
+      )
     }
     collection.origin = 'cloud'
     collection.lastUpdate = Date.now()
@@ -584,7 +621,10 @@ export class CacheStore {
     }
     if (!collection.listed.delete(scope.id)) return false
     const key = collection.key
-    this.log.warn({ component: key.component, resource: resourceDirName(key), scope: describeScope(scope), why }, 'cache: a scope is no longer whole; offline its lists answer 503 until it is listed again')
+    this.log.warn(
+      { component: key.component, resource: resourceDirName(key), scope: describeScope(scope), why },
+      'cache: a scope is no longer whole; offline its lists answer 503 until it is listed again',
+    )
     return true
   }
 

@@ -91,7 +91,10 @@ export class NodeCredentials {
 
   private async requestClientCertificate(api: ApiCaller): Promise<{ cert: Buffer; key: Buffer }> {
     const { nodeName } = this.options.config
-    this.options.log.info({ signer: nodeClientCertificate.signerName, node: nodeName }, 'requesting the node client certificate (CSR), waiting for it to be issued')
+    this.options.log.info(
+      { signer: nodeClientCertificate.signerName, node: nodeName },
+      'requesting the node client certificate (CSR), waiting for it to be issued',
+    )
     const pair = await requestNodeCertificate(api, {
       nodeName,
       profile: nodeClientCertificate,
@@ -107,22 +110,31 @@ export class NodeCredentials {
   /** Keeps the credentials current: `use` takes new ones; `api` reaches the apiserver as the node. */
   start(use: (credentials: UpstreamCredentials) => void, api: ApiCaller): void {
     const signal = this.abort.signal
-    if (this.mode === 'kubeconfig') repeat(signal, () => this.options.reloadIntervalMs ?? 5000, () => this.reload(use))
+    if (this.mode === 'kubeconfig')
+      repeat(
+        signal,
+        () => this.options.reloadIntervalMs ?? 5000,
+        () => this.reload(use),
+      )
     if (this.mode === 'bootstrap') {
       let failed = false
       const certificate = () => (this.current.cert ? certificateInfo(this.current.cert) : undefined)
-      repeat(signal, () => renewalDelay(certificate(), failed), async () => {
-        const info = certificate()
-        if (!info || Date.now() < renewalTime(info).getTime()) return
-        try {
-          this.current = { ...this.current, ...(await this.requestClientCertificate(api)) }
-          failed = false
-          use(this.current)
-        } catch (error) {
-          failed = true
-          this.problem(`renewing the node client certificate failed, will retry: ${(error as Error).message}`)
-        }
-      })
+      repeat(
+        signal,
+        () => renewalDelay(certificate(), failed),
+        async () => {
+          const info = certificate()
+          if (!info || Date.now() < renewalTime(info).getTime()) return
+          try {
+            this.current = { ...this.current, ...(await this.requestClientCertificate(api)) }
+            failed = false
+            use(this.current)
+          } catch (error) {
+            failed = true
+            this.problem(`renewing the node client certificate failed, will retry: ${(error as Error).message}`)
+          }
+        },
+      )
     }
   }
 

@@ -59,7 +59,13 @@ export async function requestNodeCertificate(api: ApiCaller, request: NodeCertif
     dnsNames: request.dnsNames,
     ips: request.ips,
   })
-  const cert = await requestCertificate(api, { csr, ...request.profile, namePrefix: request.namePrefix, pollIntervalMs: request.pollIntervalMs, signal: request.signal })
+  const cert = await requestCertificate(api, {
+    csr,
+    ...request.profile,
+    namePrefix: request.namePrefix,
+    pollIntervalMs: request.pollIntervalMs,
+    signal: request.signal,
+  })
   const chain = cert.endsWith('\n') ? cert : `${cert}\n`
   await writePemFile(request.file, chain + key, 0o600)
   return { cert: Buffer.from(chain), key: Buffer.from(key) }

@@ -111,7 +111,8 @@ export class ServingCertificates {
     if (config.servingCert === 'self-signed') {
       const issued = await ensureSelfSignedServing({ certDir: config.certDir, nodeName: config.nodeName, ...this.names })
       if (!issued.renewed && this.current) return this.current
-      if (issued.renewed) this.options.log.info({ reason: issued.renewReason, notAfter: issued.info.notAfter.toISOString() }, 'self-signed serving certificate issued')
+      if (issued.renewed)
+        this.options.log.info({ reason: issued.renewReason, notAfter: issued.info.notAfter.toISOString() }, 'self-signed serving certificate issued')
       return { cert: Buffer.from(issued.cert), key: Buffer.from(issued.key), info: issued.info }
     }
     const file = path.join(config.certDir, servingCertificateFile)

@@ -185,7 +185,8 @@ export function objectMembers(buf: Buffer, names: readonly string[], start = 0, 
 }
 
 /** objectMembers' ranges alone. */
-export const memberRanges = (buf: Buffer, names: readonly string[], start = 0, end = buf.length): Map<string, Range> => objectMembers(buf, names, start, end).members
+export const memberRanges = (buf: Buffer, names: readonly string[], start = 0, end = buf.length): Map<string, Range> =>
+  objectMembers(buf, names, start, end).members
 
 const eventMemberNames = ['type', 'object']
 const noMembers: ReadonlyMap<string, Range> = new Map()
@@ -204,11 +205,16 @@ export function watchEventRanges(frame: Buffer, objectMembers: readonly string[]
       return end
     }
     const inner = new Map<string, Range>()
-    const end = eachMember(frame, objectMembers, (member, valueStart) => {
-      const valueEnd = skipValue(frame, valueStart)
-      inner.set(objectMembers[member], { start: valueStart, end: valueEnd })
-      return valueEnd
-    }, at)
+    const end = eachMember(
+      frame,
+      objectMembers,
+      (member, valueStart) => {
+        const valueEnd = skipValue(frame, valueStart)
+        inner.set(objectMembers[member], { start: valueStart, end: valueEnd })
+        return valueEnd
+      },
+      at,
+    )
     out.object = { start: at, end }
     out.inner = inner
     return end

@@ -61,13 +61,7 @@ export function decodeUnknown(body: Buffer): Unknown {
 }
 
 /** `k8s\0` + runtime.Unknown, byte-identical to the apiserver's (it writes empty contentEncoding/contentType). */
-export function encodeUnknown(u: {
-  apiVersion: string
-  kind: string
-  raw: Buffer
-  contentEncoding?: string
-  contentType?: string
-}): Buffer {
+export function encodeUnknown(u: { apiVersion: string; kind: string; raw: Buffer; contentEncoding?: string; contentType?: string }): Buffer {
   const contentEncoding = u.contentEncoding ?? ''
   const contentType = u.contentType ?? ''
   const avLen = Buffer.byteLength(u.apiVersion)
@@ -75,8 +69,7 @@ export function encodeUnknown(u: {
   const ceLen = Buffer.byteLength(contentEncoding)
   const ctLen = Buffer.byteLength(contentType)
   const typeMeta = lenFieldSize(1, avLen) + lenFieldSize(2, kindLen)
-  const size =
-    4 + lenFieldSize(1, typeMeta) + lenFieldSize(2, u.raw.length) + lenFieldSize(3, ceLen) + lenFieldSize(4, ctLen)
+  const size = 4 + lenFieldSize(1, typeMeta) + lenFieldSize(2, u.raw.length) + lenFieldSize(3, ceLen) + lenFieldSize(4, ctLen)
   const out = Buffer.allocUnsafe(size)
   k8sMagic.copy(out, 0)
   let pos = writeLenHeader(out, 4, 1, typeMeta)

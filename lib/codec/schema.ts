@@ -10,18 +10,7 @@ import { nodeMessages, storageMessages } from './schema-storage.ts'
 import { volumeMessages } from './schema-volumes.ts'
 
 /** What a field holds. `message` fields point at their MessageSpec. */
-export type FieldType =
-  | 'string'
-  | 'bool'
-  | 'int32'
-  | 'int64'
-  | 'bytes'
-  | 'Time'
-  | 'MicroTime'
-  | 'Quantity'
-  | 'IntOrString'
-  | 'FieldsV1'
-  | 'message'
+export type FieldType = 'string' | 'bool' | 'int32' | 'int64' | 'bytes' | 'Time' | 'MicroTime' | 'Quantity' | 'IntOrString' | 'FieldsV1' | 'message'
 
 export interface FieldSpec {
   /** Position in MessageSpec.fields (Go struct order). */
@@ -61,18 +50,7 @@ export interface KindSpec {
   typedItems: boolean
 }
 
-const scalarTypes = new Set<string>([
-  'string',
-  'bool',
-  'int32',
-  'int64',
-  'bytes',
-  'Time',
-  'MicroTime',
-  'Quantity',
-  'IntOrString',
-  'FieldsV1',
-])
+const scalarTypes = new Set<string>(['string', 'bool', 'int32', 'int64', 'bytes', 'Time', 'MicroTime', 'Quantity', 'IntOrString', 'FieldsV1'])
 
 const tables: Record<string, string> = {}
 for (const table of [metaMessages, groupMessages, coreMessages, podMessages, volumeMessages, storageMessages, nodeMessages]) {

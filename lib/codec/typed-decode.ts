@@ -155,14 +155,7 @@ function readTime(buf: Buffer, start: number, end: number, micro: boolean): stri
   return text
 }
 
-function readMapEntry(
-  f: FieldSpec,
-  buf: Buffer,
-  start: number,
-  end: number,
-  into: Map<string, unknown>,
-  hook: UnknownHook,
-): void {
+function readMapEntry(f: FieldSpec, buf: Buffer, start: number, end: number, into: Map<string, unknown>, hook: UnknownHook): void {
   let key = ''
   let value: unknown
   const r = new FieldReader(buf, start, end)
@@ -221,7 +214,8 @@ function writeJson(msg: MessageSpec, slots: Slots, out: JsonObject): JsonObject 
       } else if (!f.omitempty) out[f.json] = null // a nil map
     } else if (f.type === 'message') {
       if (v !== undefined) out[f.json] = writeJson(f.message!, v as Slots, {})
-      else if (!f.pointer) out[f.json] = writeJson(f.message!, [], {}) // omitempty never omits a struct
+      else if (!f.pointer)
+        out[f.json] = writeJson(f.message!, [], {}) // omitempty never omits a struct
       else if (!f.omitempty) out[f.json] = null
     } else if (v === undefined) {
       if (f.pointer) {

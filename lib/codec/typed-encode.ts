@@ -292,4 +292,3 @@ function stringOr(v: unknown, at: string): string {
   if (typeof v !== 'string') throw new SchemaError(at, 'expected a string')
   return v
 }
-

@@ -46,9 +46,7 @@ export function encodeWatchFrame(event: { type: string; object: unknown }): Buff
 export function decodeBody(body: Buffer, options: DecodeOptions = {}): JsonObject {
   const u = decodeUnknown(body)
   if (u.contentEncoding !== '') throw new ProtobufError(`unsupported runtime.Unknown contentEncoding ${u.contentEncoding}`)
-  return kindSpec(u.apiVersion, u.kind)
-    ? decodeObject(u.raw, u.apiVersion, u.kind, options)
-    : decodeList(u.raw, u.apiVersion, u.kind, options)
+  return kindSpec(u.apiVersion, u.kind) ? decodeObject(u.raw, u.apiVersion, u.kind, options) : decodeList(u.raw, u.apiVersion, u.kind, options)
 }
 
 /** The JSON watch event `{type, object}` for one protobuf watch frame (length prefix included). */

@@ -18,13 +18,15 @@ const empty: ReadonlySet<string> = new Set<string>()
 function connectionTokens(value: string | string[] | undefined): ReadonlySet<string> {
   if (value === undefined) return empty // the common case, on every proxied request and answer
   const joined = Array.isArray(value) ? value.join(',') : value
-  return new Set(joined.split(',').map(t => t.trim().toLowerCase()).filter(Boolean))
+  return new Set(
+    joined
+      .split(',')
+      .map(t => t.trim().toLowerCase())
+      .filter(Boolean),
+  )
 }
 
-function withoutHopByHop(
-  headers: Record<string, string | string[] | number | undefined>,
-  alsoDrop: ReadonlySet<string>,
-): Record<string, string | string[]> {
+function withoutHopByHop(headers: Record<string, string | string[] | number | undefined>, alsoDrop: ReadonlySet<string>): Record<string, string | string[]> {
   const listed = connectionTokens(headers.connection as string | string[] | undefined)
   const out: Record<string, string | string[]> = {}
   for (const name in headers) {

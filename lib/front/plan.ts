@@ -55,6 +55,6 @@ export type Shape = 'watch' | 'whole' | 'stream'
 /** The shape of the apiserver's answer, from the plan and what came back. */
 export function shapeOf(plan: Plan, info: RequestInfo, answer: { ok: boolean; framed: boolean; encoded: boolean; decodable: boolean }): Shape {
   if (info.verb === 'watch') return answer.ok && answer.framed && !answer.encoded ? 'watch' : 'stream'
-  const staged = (plan.record === 'document' || (plan.record === 'objects' && answer.decodable)) || (plan.filter && answer.decodable)
+  const staged = plan.record === 'document' || (plan.record === 'objects' && answer.decodable) || (plan.filter && answer.decodable)
   return answer.ok && staged ? 'whole' : 'stream'
 }

@@ -173,7 +173,12 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
   const framing = framingOf(contentType)
   // a create answers 201 Created with what was stored, which is recorded as a 200 is
   const ok = upstreamRes.statusCode === 200 || (upstreamRes.statusCode === 201 && info.verb === 'create')
-  const shape = shapeOf(plan, info, { ok, framed: framing !== undefined, encoded: upstreamRes.headers['content-encoding'] !== undefined, decodable: format !== undefined })
+  const shape = shapeOf(plan, info, {
+    ok,
+    framed: framing !== undefined,
+    encoded: upstreamRes.headers['content-encoding'] !== undefined,
+    decodable: format !== undefined,
+  })
   const recorder = ok && ((plan.record === 'objects' && format) || plan.record === 'document') ? options.cache?.recorder : undefined
   const outgoing = ok && format ? filter : undefined
   if (shape === 'watch') {
@@ -185,16 +190,21 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
       closed?.()
     }
   } else if (shape === 'whole') {
-    await bufferThenSend(upstreamRes, res, async decoded => {
-      if (recorder) {
-        if (plan.record === 'document') await recorder.recordDocument(info, contentType, decoded)
-        else if (info.verb === 'list') await recorder.recordListPage(info, format!, decoded)
-        else await recorder.recordObject(info, format!, decoded)
-      }
-      // a filtered list the cache does not keep: its watch will start from it
-      else if (outgoing && info.verb === 'list') options.filteredWatches?.rememberList(info, decodeList(format!, decoded).items)
-      return outgoing ? outgoing.body(format!, decoded) : decoded
-    }, () => notFound(info.resource, info.apiGroup, info.name))
+    await bufferThenSend(
+      upstreamRes,
+      res,
+      async decoded => {
+        if (recorder) {
+          if (plan.record === 'document') await recorder.recordDocument(info, contentType, decoded)
+          else if (info.verb === 'list') await recorder.recordListPage(info, format!, decoded)
+          else await recorder.recordObject(info, format!, decoded)
+        }
+        // a filtered list the cache does not keep: its watch will start from it
+        else if (outgoing && info.verb === 'list') options.filteredWatches?.rememberList(info, decodeList(format!, decoded).items)
+        return outgoing ? outgoing.body(format!, decoded) : decoded
+      },
+      () => notFound(info.resource, info.apiGroup, info.name),
+    )
   } else {
     res.writeHead(upstreamRes.statusCode, clientResponseHeaders(upstreamRes.headers))
     if (isWatch(info)) res.flushHeaders()
@@ -204,7 +214,14 @@ async function answer(info: RequestInfo, req: IncomingMessage, res: ServerRespon
 }
 
 /** A list or watch from a shared watch cache; false when the cache is not the one to answer it. */
-function answerFromWatchCache(info: RequestInfo, req: IncomingMessage, res: ServerResponse, online: boolean, filter: ResponseFilter | undefined, options: ProxyOptions): Promise<boolean> {
+function answerFromWatchCache(
+  info: RequestInfo,
+  req: IncomingMessage,
+  res: ServerResponse,
+  online: boolean,
+  filter: ResponseFilter | undefined,
+  options: ProxyOptions,
+): Promise<boolean> {
   return serveFromCache(info, req, res, online, {
     caches: options.watchCaches!,
     filter,
@@ -259,12 +276,18 @@ async function relayWatch(
     onInject: inject => {
       if (!filter || !format || !options.filteredWatches) return
       const watches = options.filteredWatches
-      const watch = new FilteredWatch(format, filter, inject, { startResourceVersion: info.resourceVersion, onSent: count => options.observer?.refiltered?.(count) })
+      const watch = new FilteredWatch(format, filter, inject, {
+        startResourceVersion: info.resourceVersion,
+        onSent: count => options.observer?.refiltered?.(count),
+      })
       tracker = watch
       const store = options.cache?.recorder.store
       const cached = recorder !== undefined && store !== undefined
       seeding = cached
-        ? store.list(resourceKeyOf(info), scopeOf(info)).then(list => watch.seed(list?.items ?? []), () => {})
+        ? store.list(resourceKeyOf(info), scopeOf(info)).then(
+            list => watch.seed(list?.items ?? []),
+            () => {},
+          )
         : Promise.resolve(watch.seed(watches.takeList(info)))
       untrack = watches.add(watch)
     },
@@ -285,7 +308,12 @@ async function relayWatch(
  * and only then sent: an object a client has seen is an object a restarted hub still has. What the
  * apiserver sent goes out byte for byte (gzip included) unless a filter changed it.
  */
-async function bufferThenSend(upstreamRes: UpstreamResponse, res: ServerResponse, process: (decoded: Buffer) => Promise<Buffer | null>, gone: () => Status): Promise<void> {
+async function bufferThenSend(
+  upstreamRes: UpstreamResponse,
+  res: ServerResponse,
+  process: (decoded: Buffer) => Promise<Buffer | null>,
+  gone: () => Status,
+): Promise<void> {
   let raw: Buffer
   try {
     raw = await readAll(upstreamRes.body)
@@ -351,7 +379,12 @@ async function leaseConflict(store: CacheStore, info: RequestInfo, contentType: 
     if (lease && numericVersion(lease.resourceVersion) > numericVersion(held)) held = lease.resourceVersion
   }
   if (!held || !sent || sent === held) return undefined
-  return failure(409, `Operation cannot be fulfilled on leases.coordination.k8s.io "${info.name}": the object has been modified; please apply your changes to the latest version and try again`, 'Conflict', { name: info.name, group: 'coordination.k8s.io', kind: 'leases' })
+  return failure(
+    409,
+    `Operation cannot be fulfilled on leases.coordination.k8s.io "${info.name}": the object has been modified; please apply your changes to the latest version and try again`,
+    'Conflict',
+    { name: info.name, group: 'coordination.k8s.io', kind: 'leases' },
+  )
 }
 
 async function answerOffline(
@@ -366,7 +399,12 @@ async function answerOffline(
   blip = false,
 ): Promise<Source> {
   if (!actsAsNode) {
-    sendStatus(res, serviceUnavailable(`${reason}: this request carries its own credentials, which cannot be checked while the apiserver is unreachable; only clients acting as the node are answered from the cache`))
+    sendStatus(
+      res,
+      serviceUnavailable(
+        `${reason}: this request carries its own credentials, which cannot be checked while the apiserver is unreachable; only clients acting as the node are answered from the cache`,
+      ),
+    )
     return 'hub'
   }
   const cache = options.cache
@@ -409,5 +447,8 @@ async function answerOffline(
 function logRequest(log: Logger, info: RequestInfo, code: number, seconds: number, source: Source, from: string | undefined): void {
   if (!log.isLevelEnabled('debug')) return
   // from: whose cache answered, when it was the cache
-  log.debug({ component: info.component, verb: info.verb, resource: qualifiedResource(info) || info.path, code, source, from, ms: Math.round(seconds * 1000) }, 'request')
+  log.debug(
+    { component: info.component, verb: info.verb, resource: qualifiedResource(info) || info.path, code, source, from, ms: Math.round(seconds * 1000) },
+    'request',
+  )
 }

@@ -32,7 +32,8 @@ export async function startSecurePort(
     } catch (error) {
       throw new Error(`--client-ca-file ${config.clientCaFile}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`)
     }
-    if (!clientCa.toString('latin1').includes('-----BEGIN CERTIFICATE-----')) throw new Error(`--client-ca-file ${config.clientCaFile} holds no PEM certificate`)
+    if (!clientCa.toString('latin1').includes('-----BEGIN CERTIFICATE-----'))
+      throw new Error(`--client-ca-file ${config.clientCaFile} holds no PEM certificate`)
   }
   const certificates = new ServingCertificates({ config, log, api, ...timing })
   let server: ReturnType<typeof createProxyServer> | undefined
@@ -46,8 +47,19 @@ export async function startSecurePort(
     await server.listen({ host: config.secureBindAddress, port: config.securePort ?? 0 })
     const address = server.server.address() as AddressInfo
     const url = `https://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`
-    certificates.start(next => (server!.server as unknown as import('node:tls').Server).setSecureContext(tlsContextOptions({ ...https, cert: next.cert, key: next.key })))
-    log.info({ url, certificate: certificates.source, subject: material.info.subject, notAfter: material.info.notAfter.toISOString(), clientCa: config.clientCaFile ?? null }, 'HTTPS port serving')
+    certificates.start(next =>
+      (server!.server as unknown as import('node:tls').Server).setSecureContext(tlsContextOptions({ ...https, cert: next.cert, key: next.key })),
+    )
+    log.info(
+      {
+        url,
+        certificate: certificates.source,
+        subject: material.info.subject,
+        notAfter: material.info.notAfter.toISOString(),
+        clientCa: config.clientCaFile ?? null,
+      },
+      'HTTPS port serving',
+    )
     return url
   }
 

@@ -116,7 +116,11 @@ export function createAdminServer(options: AdminOptions) {
         scopes: [...c.listed.values()].map(l => describeScope(l.scope)).sort(),
         listed: c.listed.size > 0,
         // refused offline until listed whole again, and why
-        incomplete: [...c.incomplete.values()].map(i => ({ scope: i.scope ? describeScope(i.scope) : 'every scope', why: i.why, since: new Date(i.since).toISOString() })),
+        incomplete: [...c.incomplete.values()].map(i => ({
+          scope: i.scope ? describeScope(i.scope) : 'every scope',
+          why: i.why,
+          since: new Date(i.since).toISOString(),
+        })),
         origin: c.origin,
         lastUpdate: c.lastUpdate ? new Date(c.lastUpdate).toISOString() : null,
         resourceVersion: c.maxResourceVersion(),
@@ -134,7 +138,11 @@ export function createAdminServer(options: AdminOptions) {
         .filter(c => owned(c.key) && c.key.version !== 'outpost')
         .map(c => ({ ...c.key, singular: c.kind.toLowerCase() || undefined, component: c.key.component }))
     const shortNames = { ...builtinShortNames, ...(await discoveredShortNames(store)) }
-    const own = resolveResourceName(name, refsOf(key => key.component === component), shortNames)
+    const own = resolveResourceName(
+      name,
+      refsOf(key => key.component === component),
+      shortNames,
+    )
     if (!('error' in own)) return { key: { component, group: own.ref.group, version: own.ref.version, resource: own.ref.resource }, note: own.note }
     // what a shared watch cache serves the component is kept once for all: show that
     const shared = refsOf(key => options.servedFromShared?.(component, key) ?? false)
@@ -154,7 +162,13 @@ export function createAdminServer(options: AdminOptions) {
     const filter = filterFor(key, filtered, component)
     if (!filter) return readable(object)
     const body = filter.object(object.format, object.apiVersion, object.kind, object.body)
-    return body === null ? { kind: object.kind, metadata: { name: object.name, namespace: object.namespace || undefined }, dropped: `the filters ${filter.names.join(', ')} drop it: ${component} does not see it` } : readable({ ...object, body })
+    return body === null
+      ? {
+          kind: object.kind,
+          metadata: { name: object.name, namespace: object.namespace || undefined },
+          dropped: `the filters ${filter.names.join(', ')} drop it: ${component} does not see it`,
+        }
+      : readable({ ...object, body })
   }
 
   admin.get<{ Params: { component: string; resource: string }; Querystring: { filtered?: string } }>(
@@ -167,7 +181,14 @@ export function createAdminServer(options: AdminOptions) {
       const list = await store.list(key, everything)
       const component = request.params.component
       const shared = key.component !== component ? { collection: key.component } : {}
-      return { component, resource: resourceDirName(key), ...shared, ...(note ? { note } : {}), filtered, items: (list?.items ?? []).map(o => shown(key, o, filtered, component)) }
+      return {
+        component,
+        resource: resourceDirName(key),
+        ...shared,
+        ...(note ? { note } : {}),
+        filtered,
+        items: (list?.items ?? []).map(o => shown(key, o, filtered, component)),
+      }
     },
   )
 

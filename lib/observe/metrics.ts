@@ -124,12 +124,22 @@ export function createMetrics(): Metrics {
   })
   const servedFromCache = new Counter({
     name: 'outpost_served_from_cache_total',
-    help: 'Requests answered from the hub\'s caches (shared watch caches online, the disk cache offline)',
+    help: "Requests answered from the hub's caches (shared watch caches online, the disk cache offline)",
     labelNames: ['component', 'verb', 'resource'],
     registers: [registry],
   })
   let collections: () => Collection[] = () => []
-  let cacheHealth: () => CacheHealth = () => ({ writeFailures: 0, unsaved: 0, lost: 0, enabled: true, durable: true, incomplete: 0, rejectedKind: 0, tooLarge: 0, newHistories: 0 })
+  let cacheHealth: () => CacheHealth = () => ({
+    writeFailures: 0,
+    unsaved: 0,
+    lost: 0,
+    enabled: true,
+    durable: true,
+    incomplete: 0,
+    rejectedKind: 0,
+    tooLarge: 0,
+    newHistories: 0,
+  })
   const counterFrom = (value: (h: CacheHealth) => number) =>
     function (this: Counter) {
       this.reset()
@@ -221,10 +231,34 @@ export function createMetrics(): Metrics {
       this.reset()
       for (const t of filterTallies()) if (value(t) > 0) this.inc({ filter: t.name }, value(t))
     }
-  new Counter({ name: 'outpost_filter_invocations_total', help: 'Objects a response filter ran on, by filter', labelNames: ['filter'], registers: [registry], collect: perFilter(t => t.ran) })
-  new Counter({ name: 'outpost_filter_changed_objects_total', help: 'Objects a response filter rewrote, by filter', labelNames: ['filter'], registers: [registry], collect: perFilter(t => t.changed) })
-  new Counter({ name: 'outpost_filter_dropped_objects_total', help: 'Objects a response filter kept from the client, by filter', labelNames: ['filter'], registers: [registry], collect: perFilter(t => t.dropped) })
-  new Counter({ name: 'outpost_filter_failures_total', help: 'Objects a response filter could not read and let pass unfiltered, by filter (the first is logged)', labelNames: ['filter'], registers: [registry], collect: perFilter(t => t.failed) })
+  new Counter({
+    name: 'outpost_filter_invocations_total',
+    help: 'Objects a response filter ran on, by filter',
+    labelNames: ['filter'],
+    registers: [registry],
+    collect: perFilter(t => t.ran),
+  })
+  new Counter({
+    name: 'outpost_filter_changed_objects_total',
+    help: 'Objects a response filter rewrote, by filter',
+    labelNames: ['filter'],
+    registers: [registry],
+    collect: perFilter(t => t.changed),
+  })
+  new Counter({
+    name: 'outpost_filter_dropped_objects_total',
+    help: 'Objects a response filter kept from the client, by filter',
+    labelNames: ['filter'],
+    registers: [registry],
+    collect: perFilter(t => t.dropped),
+  })
+  new Counter({
+    name: 'outpost_filter_failures_total',
+    help: 'Objects a response filter could not read and let pass unfiltered, by filter (the first is logged)',
+    labelNames: ['filter'],
+    registers: [registry],
+    collect: perFilter(t => t.failed),
+  })
 
   let watchCaches: () => WatchCacheState[] = () => []
   const perScope = (value: (c: WatchCacheState) => number) =>
@@ -232,12 +266,45 @@ export function createMetrics(): Metrics {
       this.reset()
       for (const c of watchCaches()) this.inc({ resource: c.resource, scope: c.scope, format: c.format }, value(c))
     }
-  new Gauge({ name: 'outpost_watch_cache_watchers', help: 'Local watches served by each shared watch cache', labelNames: ['resource', 'scope', 'format'], registers: [registry], collect: perScope(c => c.watchers) })
-  new Gauge({ name: 'outpost_watch_cache_replayed_events', help: 'Events replayed from a watch cache window to watches that resumed from a version', labelNames: ['resource', 'scope', 'format'], registers: [registry], collect: perScope(c => c.replayed) })
-  new Gauge({ name: 'outpost_watch_cache_expired', help: 'Watches told 410 Expired (their version was older than the window)', labelNames: ['resource', 'scope', 'format'], registers: [registry], collect: perScope(c => c.expired) })
-  const upstreamWatches = new Gauge({ name: 'outpost_upstream_watches', help: 'Upstream watches the shared watch caches hold open, by resource and wire format', labelNames: ['resource', 'format'], registers: [registry] })
-  const relists = new Counter({ name: 'outpost_upstream_relists_total', help: 'Lists a shared watch cache made again (after a 410 or an outage), by resource and wire format', labelNames: ['resource', 'format'], registers: [registry] })
-  const received = new Counter({ name: 'outpost_upstream_received_bytes_total', help: 'Bytes the shared watch caches received from the apiserver (lists and watch events)', labelNames: ['resource', 'format'], registers: [registry] })
+  new Gauge({
+    name: 'outpost_watch_cache_watchers',
+    help: 'Local watches served by each shared watch cache',
+    labelNames: ['resource', 'scope', 'format'],
+    registers: [registry],
+    collect: perScope(c => c.watchers),
+  })
+  new Gauge({
+    name: 'outpost_watch_cache_replayed_events',
+    help: 'Events replayed from a watch cache window to watches that resumed from a version',
+    labelNames: ['resource', 'scope', 'format'],
+    registers: [registry],
+    collect: perScope(c => c.replayed),
+  })
+  new Gauge({
+    name: 'outpost_watch_cache_expired',
+    help: 'Watches told 410 Expired (their version was older than the window)',
+    labelNames: ['resource', 'scope', 'format'],
+    registers: [registry],
+    collect: perScope(c => c.expired),
+  })
+  const upstreamWatches = new Gauge({
+    name: 'outpost_upstream_watches',
+    help: 'Upstream watches the shared watch caches hold open, by resource and wire format',
+    labelNames: ['resource', 'format'],
+    registers: [registry],
+  })
+  const relists = new Counter({
+    name: 'outpost_upstream_relists_total',
+    help: 'Lists a shared watch cache made again (after a 410 or an outage), by resource and wire format',
+    labelNames: ['resource', 'format'],
+    registers: [registry],
+  })
+  const received = new Counter({
+    name: 'outpost_upstream_received_bytes_total',
+    help: 'Bytes the shared watch caches received from the apiserver (lists and watch events)',
+    labelNames: ['resource', 'format'],
+    registers: [registry],
+  })
 
   return {
     registry,
@@ -261,8 +328,17 @@ export function createMetrics(): Metrics {
     }),
     cacheLoadedObjects: new Gauge({ name: 'outpost_cache_loaded_objects', help: 'Objects loaded from disk at start', registers: [registry] }),
     cloudOnline: new Gauge({ name: 'outpost_cloud_online', help: '1 while at least one apiserver is reachable', registers: [registry] }),
-    upstreamUp: new Gauge({ name: 'outpost_upstream_up', help: '1 while this apiserver answers (probes and real requests)', labelNames: ['server'], registers: [registry] }),
-    refilterEvents: new Counter({ name: 'outpost_refilter_events_total', help: 'Events (MODIFIED, ADDED, DELETED) sent to open watches because what the filters read changed', registers: [registry] }),
+    upstreamUp: new Gauge({
+      name: 'outpost_upstream_up',
+      help: '1 while this apiserver answers (probes and real requests)',
+      labelNames: ['server'],
+      registers: [registry],
+    }),
+    refilterEvents: new Counter({
+      name: 'outpost_refilter_events_total',
+      help: 'Events (MODIFIED, ADDED, DELETED) sent to open watches because what the filters read changed',
+      registers: [registry],
+    }),
     observeFilters(read) {
       filterTallies = read
     },

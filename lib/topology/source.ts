@@ -48,7 +48,8 @@ const stateName = 'topology'
 /** Metadata-only requests (`as=PartialObjectMetadata`, protobuf where the apiserver offers it). */
 export const metadataAccept = {
   list: 'application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json',
-  watch: 'application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json',
+  watch:
+    'application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json',
 }
 
 interface Metadata {

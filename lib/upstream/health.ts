@@ -187,7 +187,10 @@ export class HealthChecker extends EventEmitter {
     }
     if (s.up === was) return
     if (was !== undefined || !s.up) {
-      this.options.log.info({ server: serverLabel(s.url), up: s.up, reason: s.up ? undefined : reason }, `apiserver ${serverLabel(s.url)} ${s.up ? 'up' : `down: ${reason}`}`)
+      this.options.log.info(
+        { server: serverLabel(s.url), up: s.up, reason: s.up ? undefined : reason },
+        `apiserver ${serverLabel(s.url)} ${s.up ? 'up' : `down: ${reason}`}`,
+      )
     }
     this.emit('server', s.url, s.up)
     this.update()

@@ -68,8 +68,7 @@ export async function loadKubeconfig(file: string): Promise<UpstreamCredentials>
     if (typeof v !== 'string') return fail(`${what} must be a string`)
     return v
   }
-  const name = (v: unknown): string | undefined =>
-    typeof v === 'string' ? v : typeof v === 'number' ? String(v) : undefined
+  const name = (v: unknown): string | undefined => (typeof v === 'string' ? v : typeof v === 'number' ? String(v) : undefined)
 
   /** The entry called `wanted` in the named list (`clusters`, `contexts`, `users`), or undefined. */
   const find = (list: 'clusters' | 'contexts' | 'users', field: string, wanted: string): Obj | undefined => {
@@ -106,12 +105,7 @@ export async function loadKubeconfig(file: string): Promise<UpstreamCredentials>
   }
 
   /** Inline `<field>-data` (base64) or a file `<field>`, relative to the kubeconfig's directory. */
-  const material = async (
-    owner: string,
-    body: Obj,
-    field: string,
-    kind: 'certificate' | 'private key',
-  ): Promise<Buffer | undefined> => {
+  const material = async (owner: string, body: Obj, field: string, kind: 'certificate' | 'private key'): Promise<Buffer | undefined> => {
     const dataField = `${field}-data`
     const data = str(body[dataField], `${dataField} of ${owner}`)
     const fileRef = str(body[field], `${field} of ${owner}`)
@@ -139,10 +133,7 @@ export async function loadKubeconfig(file: string): Promise<UpstreamCredentials>
       return undefined
     }
     const pem = bytes.toString('latin1')
-    const ok =
-      kind === 'certificate'
-        ? pem.includes('-----BEGIN CERTIFICATE-----')
-        : /-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(pem)
+    const ok = kind === 'certificate' ? pem.includes('-----BEGIN CERTIFICATE-----') : /-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(pem)
     if (!ok) return fail(`${where} of ${owner} holds no PEM ${kind}`)
     return bytes
   }

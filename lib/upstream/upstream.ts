@@ -220,9 +220,7 @@ export class Upstream {
         bodyTimeout: req.longRunning ? 0 : this.requestTimeoutMs,
       }
       try {
-        const res = req.longRunning
-          ? await this.requestOnOwnConnection(state.url, !ownCredentials, options)
-          : await pool.request(options)
+        const res = req.longRunning ? await this.requestOnOwnConnection(state.url, !ownCredentials, options) : await pool.request(options)
         state.failedUntil = 0
         this.options.onResult?.(state.url, true)
         return { server: state.url, statusCode: res.statusCode, headers: res.headers, body: res.body }
@@ -289,10 +287,11 @@ export class Upstream {
     const port = Number(url.port) || (secure ? 443 : 80)
     const host = url.hostname.replace(/^\[|\]$/g, '')
     return new Promise((resolve, reject) => {
-      const socket = secure
-        ? tls.connect({ host, port, ...tlsOptionsFor(url, this.credentials, withClientCert) })
-        : net.connect({ host, port })
-      const timer = setTimeout(() => socket.destroy(Object.assign(new Error('connect timeout'), { code: 'UND_ERR_CONNECT_TIMEOUT' })), this.options.connectTimeoutMs ?? 5_000)
+      const socket = secure ? tls.connect({ host, port, ...tlsOptionsFor(url, this.credentials, withClientCert) }) : net.connect({ host, port })
+      const timer = setTimeout(
+        () => socket.destroy(Object.assign(new Error('connect timeout'), { code: 'UND_ERR_CONNECT_TIMEOUT' })),
+        this.options.connectTimeoutMs ?? 5_000,
+      )
       socket.once(secure ? 'secureConnect' : 'connect', () => {
         clearTimeout(timer)
         socket.removeListener('error', reject)

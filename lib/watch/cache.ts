@@ -147,7 +147,9 @@ export class WatchCache implements ReflectorSink {
       const newHistory = !first && listVersion > 0n && listVersion < this.resourceVersion
       const events = first || newHistory ? [] : this.difference(items, listVersion)
       // indexed and queued for the journal at once; the write itself is under way after this
-      const written = this.options.store?.replaceScope(this.options.storeKey, this.options.scope, { items, kind: this.kind, apiVersion: this.apiVersion, resourceVersion }) ?? Promise.resolve()
+      const written =
+        this.options.store?.replaceScope(this.options.storeKey, this.options.scope, { items, kind: this.kind, apiVersion: this.apiVersion, resourceVersion }) ??
+        Promise.resolve()
       // nobody has been shown anything of a first list yet: it is taken now, and answers built from
       // it while the write is under way are sent once it is done (written()); a relist waits
       if (!first) await written
@@ -179,7 +181,10 @@ export class WatchCache implements ReflectorSink {
     this.resourceVersion = listVersion
     this.applied = listVersion
     this.oldest = listVersion
-    this.options.log.warn({ resource: this.options.storeKey.resource, was: before.toString(), now: listVersion.toString() }, "watch cache: the apiserver's history went back; every watcher is told 410 Expired and lists again")
+    this.options.log.warn(
+      { resource: this.options.storeKey.resource, was: before.toString(), now: listVersion.toString() },
+      "watch cache: the apiserver's history went back; every watcher is told 410 Expired and lists again",
+    )
     for (const listener of [...this.listeners]) listener.expire(`the apiserver's history went back from ${before} to ${listVersion}`)
   }
 

@@ -93,12 +93,15 @@ export class SilenceGuard {
     private readonly ms: number,
     onSilence: () => void,
   ) {
-    this.timer = setInterval(() => {
-      if (Date.now() - this.last >= this.ms) {
-        this.stop()
-        onSilence()
-      }
-    }, Math.max(10, Math.min(1_000, ms / 4)))
+    this.timer = setInterval(
+      () => {
+        if (Date.now() - this.last >= this.ms) {
+          this.stop()
+          onSilence()
+        }
+      },
+      Math.max(10, Math.min(1_000, ms / 4)),
+    )
     this.timer.unref()
   }
 

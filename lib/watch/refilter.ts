@@ -153,7 +153,10 @@ export class FilteredWatch {
   takeObject(type: string, object: CachedObject, streamVersion: bigint, frame?: Buffer): Buffer[] {
     if (streamVersion > this.highWater) this.highWater = streamVersion
     const key = `${object.namespace}/${object.name}`
-    return this.takeDecoded({ type, key, apiVersion: object.apiVersion, kind: object.kind, object: object.body, resourceVersion: numericVersion(object.resourceVersion) }, frame)
+    return this.takeDecoded(
+      { type, key, apiVersion: object.apiVersion, kind: object.kind, object: object.body, resourceVersion: numericVersion(object.resourceVersion) },
+      frame,
+    )
   }
 
   /** The stream has reached a version (a BOOKMARK): objects waiting for it go out now. */
@@ -179,7 +182,15 @@ export class FilteredWatch {
         // filters drop it now) the form the client was shown, stamped with that version
         const filtered = this.filter.object(this.format, event.apiVersion, event.kind, event.object)
         if (filtered !== null && frame && filtered === event.object) out.push(frame)
-        else out.push(this.eventFrame('DELETED', event.apiVersion, event.kind, filtered ?? this.stamped((held && this.sentOf(held)) ?? event.object, event.resourceVersion)))
+        else
+          out.push(
+            this.eventFrame(
+              'DELETED',
+              event.apiVersion,
+              event.kind,
+              filtered ?? this.stamped((held && this.sentOf(held)) ?? event.object, event.resourceVersion),
+            ),
+          )
       }
     } else {
       const filtered = this.filter.object(this.format, event.apiVersion, event.kind, event.object)
@@ -326,7 +337,11 @@ function jsonWithResourceVersion(object: Buffer, rv: string): Buffer {
   const current = memberRanges(object, ['resourceVersion'], metadata.start, metadata.end).get('resourceVersion')
   if (current) return Buffer.concat([object.subarray(0, current.start), value, object.subarray(current.end)])
   const open = object.indexOf(0x7b, metadata.start) + 1
-  const empty = object.subarray(open, metadata.end - 1).toString().trim() === ''
+  const empty =
+    object
+      .subarray(open, metadata.end - 1)
+      .toString()
+      .trim() === ''
   return Buffer.concat([object.subarray(0, open), Buffer.from(`"resourceVersion":${value}${empty ? '' : ','}`), object.subarray(open)])
 }
 

@@ -110,7 +110,10 @@ export class Reflector {
         // attempt; a list the apiserver could not give as new as asked is asked again for the present at once
         const wait = error instanceof VersionUnavailable && from === '' && asked !== '' ? 0 : backoff.next()
         const level = error instanceof Relist ? 'debug' : 'warn'
-        this.options.log[level]({ resource: this.resource, err: (error as Error).message, retryInMs: wait }, `${this.resource}: list/watch failed, retrying in ${wait} ms`)
+        this.options.log[level](
+          { resource: this.resource, err: (error as Error).message, retryInMs: wait },
+          `${this.resource}: list/watch failed, retrying in ${wait} ms`,
+        )
         await this.sleep(wait)
       }
     }
@@ -151,7 +154,8 @@ export class Reflector {
     const res = await this.request(query ? this.withQuery(query) : this.path, this.options.accept.list, false)
     const body = await readAll(res.body)
     this.options.observe?.listed?.(body.length)
-    if (res.statusCode === 504 || res.statusCode === 410) throw new VersionUnavailable(`list ${this.path} at ${from}: ${res.statusCode} ${body.toString().slice(0, 200)}`)
+    if (res.statusCode === 504 || res.statusCode === 410)
+      throw new VersionUnavailable(`list ${this.path} at ${from}: ${res.statusCode} ${body.toString().slice(0, 200)}`)
     if (res.statusCode !== 200) throw new Error(`list ${this.path}: ${res.statusCode} ${body.toString().slice(0, 200)}`)
     const format = framingOf(res.headers['content-type'] as string | undefined)
     if (!format) throw new Error(`list ${this.path}: unexpected content type ${String(res.headers['content-type'])}`)
@@ -169,7 +173,11 @@ export class Reflector {
 
   /** Watches from `reached`, moving it on with every event and BOOKMARK the sink has taken. */
   private async watch(): Promise<void> {
-    const res = await this.request(this.withQuery(`watch=true&allowWatchBookmarks=true&timeoutSeconds=300&resourceVersion=${this.reached}`), this.options.accept.watch, true)
+    const res = await this.request(
+      this.withQuery(`watch=true&allowWatchBookmarks=true&timeoutSeconds=300&resourceVersion=${this.reached}`),
+      this.options.accept.watch,
+      true,
+    )
     if (res.statusCode !== 200) {
       res.body.destroy()
       if (res.statusCode === 410) throw new Relist(`watch ${this.path}: 410`)

@@ -72,7 +72,8 @@ export class WatchCaches {
     if (info.verb !== 'list' && info.verb !== 'watch') return false
     if (info.subresource !== '' || !eligible[`${info.apiGroup}/${info.apiVersion}`]?.has(info.resource)) return false
     // a single object (fieldSelector metadata.name=…) is fine; kubelet's pods only for this node
-    if (info.resource === 'pods') return info.namespace === '' && info.fieldSelector.replace(/\s/g, '') === `spec.nodeName=${this.options.nodeName}` && info.labelSelector === ''
+    if (info.resource === 'pods')
+      return info.namespace === '' && info.fieldSelector.replace(/\s/g, '') === `spec.nodeName=${this.options.nodeName}` && info.labelSelector === ''
     return true
   }
 
@@ -149,7 +150,8 @@ export class WatchCaches {
   servedFrom(component: string, key: ResourceKey): boolean {
     for (const { cache, components } of this.caches.values()) {
       const k = cache.options.storeKey
-      if (components.has(component) && k.component === key.component && k.group === key.group && k.version === key.version && k.resource === key.resource) return true
+      if (components.has(component) && k.component === key.component && k.group === key.group && k.version === key.version && k.resource === key.resource)
+        return true
     }
     return false
   }
@@ -186,7 +188,20 @@ export class WatchCaches {
   }
 
   /** For /debug/cache and the metrics. */
-  describe(): { resource: string; scope: string; format: WireFormat; resourceVersion: string; synced: boolean; objects: number; window: number; watchers: number; components: string[]; relists: number; replayed: number; expired: number }[] {
+  describe(): {
+    resource: string
+    scope: string
+    format: WireFormat
+    resourceVersion: string
+    synced: boolean
+    objects: number
+    window: number
+    watchers: number
+    components: string[]
+    relists: number
+    replayed: number
+    expired: number
+  }[] {
     return [...this.caches.values()].map(({ cache, resource, components }) => ({
       resource,
       scope: describeScope(cache.options.scope),

@@ -56,7 +56,13 @@ function waitFor(condition: () => boolean, ms: number, cache: WatchCache): Promi
  * Serves a list or watch from the cache; resolves false when the cache is not the one to answer
  * (a Table, an exact older version, offline with nothing on disk): the caller goes on as before.
  */
-export async function serveFromCache(info: RequestInfo, req: IncomingMessage, res: ServerResponse, online: boolean, options: CacheServeOptions): Promise<boolean> {
+export async function serveFromCache(
+  info: RequestInfo,
+  req: IncomingMessage,
+  res: ServerResponse,
+  online: boolean,
+  options: CacheServeOptions,
+): Promise<boolean> {
   const format = wantedFormat(req.headers.accept)
   if (!format) return false
   const rv = info.resourceVersion
@@ -75,7 +81,10 @@ export async function serveFromCache(info: RequestInfo, req: IncomingMessage, re
   if (!(await waitFor(() => cache.isSynced, online ? (options.syncWaitMs ?? 3_000) : 200, cache))) {
     if (!online) return false // nothing whole on disk for this scope: the offline path says why
     res.setHeader('retry-after', '1')
-    sendStatus(res, failure(429, `the watch cache for ${info.resource} (${describe(info)}) is not initialized yet`, 'TooManyRequests', { retryAfterSeconds: 1 }))
+    sendStatus(
+      res,
+      failure(429, `the watch cache for ${info.resource} (${describe(info)}) is not initialized yet`, 'TooManyRequests', { retryAfterSeconds: 1 }),
+    )
     return true
   }
   const wanted = rv === '' || rv === '0' ? 0n : BigInt(rv)
@@ -97,7 +106,12 @@ export async function serveFromCache(info: RequestInfo, req: IncomingMessage, re
     if (page.remainingItemCount !== undefined) meta.remainingItemCount = page.remainingItemCount
     const body = listBody(cache.format, cache.kind, cache.apiVersion, page, meta, options.filter)
     await cache.written()
-    res.writeHead(200, { 'content-type': contentTypeOf(cache.format), 'content-length': body.length, 'cache-control': 'no-cache, private', ...offlineHeaders(online, cache) })
+    res.writeHead(200, {
+      'content-type': contentTypeOf(cache.format),
+      'content-length': body.length,
+      'cache-control': 'no-cache, private',
+      ...offlineHeaders(online, cache),
+    })
     res.end(body)
     return true
   }
@@ -127,5 +141,13 @@ function offlineHeaders(online: boolean, cache: WatchCache): Record<string, stri
 }
 
 function describe(info: RequestInfo): string {
-  return [info.namespace && `namespace ${info.namespace}`, info.labelSelector && `labels ${info.labelSelector}`, info.fieldSelector && `fields ${info.fieldSelector}`].filter(Boolean).join(', ') || 'all'
+  return (
+    [
+      info.namespace && `namespace ${info.namespace}`,
+      info.labelSelector && `labels ${info.labelSelector}`,
+      info.fieldSelector && `fields ${info.fieldSelector}`,
+    ]
+      .filter(Boolean)
+      .join(', ') || 'all'
+  )
 }

@@ -71,7 +71,10 @@ export class CacheWatcher implements CacheListener {
   /** Sends the headers and what comes first, then follows the cache until the client or the cache ends it. */
   start(): void {
     const { res, options, cache } = this
-    res.writeHead(200, { 'content-type': this.format === 'json' ? 'application/json' : `${contentTypeOf('protobuf')};stream=watch`, 'cache-control': 'no-cache, private' })
+    res.writeHead(200, {
+      'content-type': this.format === 'json' ? 'application/json' : `${contentTypeOf('protobuf')};stream=watch`,
+      'cache-control': 'no-cache, private',
+    })
     res.flushHeaders()
     res.on('close', () => this.close('client'))
     if (options.filter) {

@@ -11,7 +11,8 @@ import { classify } from '../../lib/api/requestinfo.ts'
 import { FaultyIO } from '../helpers/faulty-io.ts'
 import type { DiskFile } from '../../lib/cache/disk-io.ts'
 
-export type ChildMessage = { wrote: { name: string; rv: number; deleted?: boolean } } | { acked: number } | { listed: number; rv: number } | { compacting: true }
+export type ChildMessage =
+  { wrote: { name: string; rv: number; deleted?: boolean } } | { acked: number } | { listed: number; rv: number } | { compacting: true }
 
 const [dir, objectsArg] = process.argv.slice(2)
 const objects = Number(objectsArg)
@@ -50,7 +51,11 @@ let rv = 1_000
 const names = Array.from({ length: objects }, (_, i) => `cm-${String(i).padStart(6, '0')}`)
 const items = names.map(name => body(name, ++rv))
 for (const [i, name] of names.entries()) send({ wrote: { name, rv: Number(items[i].metadata.resourceVersion) } })
-await recorder.recordListPage(classify('GET', base, kubelet), 'json', Buffer.from(JSON.stringify({ kind: 'ConfigMapList', apiVersion: 'v1', metadata: { resourceVersion: String(rv) }, items })))
+await recorder.recordListPage(
+  classify('GET', base, kubelet),
+  'json',
+  Buffer.from(JSON.stringify({ kind: 'ConfigMapList', apiVersion: 'v1', metadata: { resourceVersion: String(rv) }, items })),
+)
 send({ listed: objects, rv })
 
 const watch = classify('GET', `${base}?watch=true&resourceVersion=${rv}`, kubelet)

@@ -178,10 +178,20 @@ async function runFleet(counts: FleetCounts, shared: boolean): Promise<FleetRun>
   const nodes = Array.from({ length: counts.hubs }, (_, i) => `fleet-${i}`)
   for (const node of nodes) {
     sim.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: node, labels: { 'apps.openyurt.io/nodepool': `pool-${nodes.indexOf(node) % 5}` } } })
-    sim.create({ apiVersion: 'v1', kind: 'Pod', metadata: { name: `agent-${node}`, namespace: 'kube-system' }, spec: { nodeName: node, containers: [{ name: 'a', image: 'agent:1' }] } })
+    sim.create({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: `agent-${node}`, namespace: 'kube-system' },
+      spec: { nodeName: node, containers: [{ name: 'a', image: 'agent:1' }] },
+    })
   }
   for (let s = 0; s < counts.services; s++) {
-    sim.create({ apiVersion: 'v1', kind: 'Service', metadata: { name: `svc-${s}`, namespace: 'fleet' }, spec: { ports: [{ port: 80, protocol: 'TCP' }], selector: { app: `svc-${s}` } } })
+    sim.create({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: `svc-${s}`, namespace: 'fleet' },
+      spec: { ports: [{ port: 80, protocol: 'TCP' }], selector: { app: `svc-${s}` } },
+    })
     sim.create({
       apiVersion: 'discovery.k8s.io/v1',
       kind: 'EndpointSlice',
@@ -268,11 +278,30 @@ export async function fleetRows(counts: FleetCounts): Promise<Row[]> {
   const own = await runFleet(counts, false)
   const shared = await runFleet(counts, true)
   const clients = components('x').length
-  const base = (id: string, name: string, unit: string) => ({ id: `fleet.${id}`, name: `${counts.hubs} hubs × ${clients} list+watches: ${name}`, unit, baselineLabel: '--shared-watches=false' })
+  const base = (id: string, name: string, unit: string) => ({
+    id: `fleet.${id}`,
+    name: `${counts.hubs} hubs × ${clients} list+watches: ${name}`,
+    unit,
+    baselineLabel: '--shared-watches=false',
+  })
   const outage = `${counts.outageMs / 1000} s outage`
   return [
-    figureRow(base('watches', 'upstream watches per node', 'watches'), own.watchesPerNode, shared.watchesPerNode, 'lower', `≤ ${scopesPerNode} (scopes × formats)`, shared.watchesPerNode <= scopesPerNode),
-    figureRow(base('relists', `lists the apiserver serves per node after a ${outage}`, 'lists'), own.short.upstreamLists, shared.short.upstreamLists, 'lower', '0 (watches resume)', shared.short.upstreamLists === 0),
+    figureRow(
+      base('watches', 'upstream watches per node', 'watches'),
+      own.watchesPerNode,
+      shared.watchesPerNode,
+      'lower',
+      `≤ ${scopesPerNode} (scopes × formats)`,
+      shared.watchesPerNode <= scopesPerNode,
+    ),
+    figureRow(
+      base('relists', `lists the apiserver serves per node after a ${outage}`, 'lists'),
+      own.short.upstreamLists,
+      shared.short.upstreamLists,
+      'lower',
+      '0 (watches resume)',
+      shared.short.upstreamLists === 0,
+    ),
     figureRow(
       base('relists-410', "the same when the outage outlasts the apiserver's window (410)", 'lists'),
       own.long.upstreamLists,
@@ -291,5 +320,4 @@ export async function fleetRows(counts: FleetCounts): Promise<Row[]> {
     ),
     ratioRow(base('bytes', 'bytes from the apiserver, whole run', 'MB'), own.megabytes, shared.megabytes, 'lower'),
   ]
-
 }

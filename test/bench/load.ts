@@ -47,7 +47,12 @@ async function getOnce(url: string, headers: Record<string, string>, dispatcher:
  * Requests per second: `connections` keep-alive connections, each sending its next request as
  * soon as the last is answered, for `durationMs`; and every request's latency (ms).
  */
-export async function closedLoop(url: string, headers: Record<string, string>, connections: number, durationMs: number): Promise<{ perSecond: number; latencies: number[] }> {
+export async function closedLoop(
+  url: string,
+  headers: Record<string, string>,
+  connections: number,
+  durationMs: number,
+): Promise<{ perSecond: number; latencies: number[] }> {
   const agent = new Agent({ connections, pipelining: 1, keepAliveTimeout: 60_000 })
   try {
     await Promise.all(Array.from({ length: connections }, () => getOnce(url, headers, agent))) // every connection open
@@ -168,7 +173,12 @@ export interface OpenWatch {
  * A watch, open once its response headers have arrived. Frames are counted without being copied
  * unless `onFrame` wants each one (`arrivedAt` is clock() when its last chunk arrived).
  */
-export async function openWatch(url: string, headers: Record<string, string>, onFrame?: (frame: Buffer, arrivedAt: number) => void, dispatcher?: Dispatcher): Promise<OpenWatch> {
+export async function openWatch(
+  url: string,
+  headers: Record<string, string>,
+  onFrame?: (frame: Buffer, arrivedAt: number) => void,
+  dispatcher?: Dispatcher,
+): Promise<OpenWatch> {
   const res = await request(url, { headers, dispatcher })
   if (res.statusCode !== 200) throw new Error(`WATCH ${url}: ${res.statusCode} ${(await res.body.text()).slice(0, 500)}`)
   const contentType = String(res.headers['content-type'] ?? '')

@@ -83,7 +83,16 @@ export function endpointSlice(i: number): any {
         'endpointslice.kubernetes.io/managed-by': 'endpointslice-controller.k8s.io',
         'kubernetes.io/service-name': serviceName(s),
       },
-      ownerReferences: [{ apiVersion: 'v1', kind: 'Service', name: serviceName(s), uid: `00000000-0000-4000-8000-${s.toString().padStart(12, '0')}`, controller: true, blockOwnerDeletion: true }],
+      ownerReferences: [
+        {
+          apiVersion: 'v1',
+          kind: 'Service',
+          name: serviceName(s),
+          uid: `00000000-0000-4000-8000-${s.toString().padStart(12, '0')}`,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
     },
     addressType: 'IPv4',
     endpoints: Array.from({ length: endpointsPerSlice }, (_, j) => {
@@ -93,7 +102,12 @@ export function endpointSlice(i: number): any {
         conditions: { ready: true, serving: true, terminating: false },
         nodeName: nodeName(n),
         zone: `${pools[n % pools.length]}-a`,
-        targetRef: { kind: 'Pod', namespace, name: `${serviceName(s)}-${i.toString(36)}-${j}`, uid: `10000000-0000-4000-8000-${(i * 16 + j).toString().padStart(12, '0')}` },
+        targetRef: {
+          kind: 'Pod',
+          namespace,
+          name: `${serviceName(s)}-${i.toString(36)}-${j}`,
+          uid: `10000000-0000-4000-8000-${(i * 16 + j).toString().padStart(12, '0')}`,
+        },
       }
     }),
     ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
@@ -148,7 +162,8 @@ export const bulkConfigMap = (i: number): any => configMap(`cm-${i}`, bulkNamesp
 /** kube-proxy's EndpointSlice informer: every namespace, minus headless and other proxies' services */
 export const kubeProxySelector = '!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name'
 export const slicesPath = `/apis/discovery.k8s.io/v1/endpointslices?labelSelector=${encodeURIComponent(kubeProxySelector)}&limit=500&resourceVersion=0`
-export const slicesWatchPath = (rv: string): string => `/apis/discovery.k8s.io/v1/endpointslices?labelSelector=${encodeURIComponent(kubeProxySelector)}&resourceVersion=${rv}&watch=true`
+export const slicesWatchPath = (rv: string): string =>
+  `/apis/discovery.k8s.io/v1/endpointslices?labelSelector=${encodeURIComponent(kubeProxySelector)}&resourceVersion=${rv}&watch=true`
 /** one service's slices: a scope of its own, to warm the hub's caching and filtering paths up */
 export const warmUpPath = `/apis/discovery.k8s.io/v1/endpointslices?labelSelector=${encodeURIComponent(`kubernetes.io/service-name=${serviceName(0)}`)}&resourceVersion=0`
 export const podsPath = '/api/v1/pods?limit=500&resourceVersion=0'

@@ -207,16 +207,26 @@ export class HubProcess {
     const args = [
       ...hubNodeArgs,
       entry,
-      '--server', options.server,
-      '--node-name', hubNode,
-      '--cache-dir', cacheDir,
-      '--port', String(port),
-      '--admin-port', String(adminPort),
-      '--secure-port', '0',
-      '--log-level', debug ? 'debug' : 'warn',
-      '--health-interval', '200ms',
-      '--health-failures', '2',
-      '--health-successes', '1',
+      '--server',
+      options.server,
+      '--node-name',
+      hubNode,
+      '--cache-dir',
+      cacheDir,
+      '--port',
+      String(port),
+      '--admin-port',
+      String(adminPort),
+      '--secure-port',
+      '0',
+      '--log-level',
+      debug ? 'debug' : 'warn',
+      '--health-interval',
+      '200ms',
+      '--health-failures',
+      '2',
+      '--health-successes',
+      '1',
       ...hubExtraArgs,
       ...(options.extraArgs ?? []),
     ]
@@ -264,7 +274,10 @@ export class HubProcess {
   /** the sum of a counter or gauge over its labels */
   async metric(name: string): Promise<number> {
     const text = await this.metrics()
-    const values = text.split('\n').filter(l => l.startsWith(name + ' ') || l.startsWith(name + '{')).map(l => Number(l.slice(l.lastIndexOf(' ') + 1)))
+    const values = text
+      .split('\n')
+      .filter(l => l.startsWith(name + ' ') || l.startsWith(name + '{'))
+      .map(l => Number(l.slice(l.lastIndexOf(' ') + 1)))
     if (values.length === 0) throw new Error(`no metric ${name}`)
     return values.reduce((a, b) => a + b, 0)
   }

@@ -80,7 +80,11 @@ export function formatTable(title: string, rows: Row[]): string {
     r.met === null ? '—' : r.met ? 'yes' : 'NO',
   ])
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map(c => c[i].length)))
-  const line = (c: string[]) => c.map((v, i) => (i === 1 || i === 2 ? v.padStart(widths[i]) : v.padEnd(widths[i]))).join('  ').trimEnd()
+  const line = (c: string[]) =>
+    c
+      .map((v, i) => (i === 1 || i === 2 ? v.padStart(widths[i]) : v.padEnd(widths[i])))
+      .join('  ')
+      .trimEnd()
   const out = [title, '', line(header), line(widths.map(w => '-'.repeat(w)))]
   for (const [i, c] of cells.entries()) {
     out.push(line(c))

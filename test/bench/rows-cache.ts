@@ -51,22 +51,49 @@ export async function memoryRows(ctx: Context): Promise<Row[]> {
     await timedList(hub.url + podsPath, kubelet)
     await sleep(counts.settleMs)
     const loaded = hub.memory()
-    const runtime = Object.entries(productionRuntimeEnv()).map(([name, value]) => `${name}=${value}`).join(' ')
+    const runtime = Object.entries(productionRuntimeEnv())
+      .map(([name, value]) => `${name}=${value}`)
+      .join(' ')
     rows.push(
       figureRow(
-        { id: 'rss.idle', name: 'RSS of the built hub, idle (started, nothing cached)', unit: 'MiB', baselineLabel: 'target',
-          note: `VmRSS ${counts.idleSettledMs} ms after start (${started.hub.rss.toFixed(1)} MiB at ${counts.settleMs} ms, before V8 shrinks the idle heap); VmHWM ${idle.hwm.toFixed(1)} MiB; run as the static pod runs it: ${runtime}` },
-        targets.idleMiB, idle.rss, 'lower', `≤ ${targets.idleMiB} MiB`, idle.rss <= targets.idleMiB,
+        {
+          id: 'rss.idle',
+          name: 'RSS of the built hub, idle (started, nothing cached)',
+          unit: 'MiB',
+          baselineLabel: 'target',
+          note: `VmRSS ${counts.idleSettledMs} ms after start (${started.hub.rss.toFixed(1)} MiB at ${counts.settleMs} ms, before V8 shrinks the idle heap); VmHWM ${idle.hwm.toFixed(1)} MiB; run as the static pod runs it: ${runtime}`,
+        },
+        targets.idleMiB,
+        idle.rss,
+        'lower',
+        `≤ ${targets.idleMiB} MiB`,
+        idle.rss <= targets.idleMiB,
       ),
       ratioRow(
-        { id: 'rss.idle-floor', name: 'RSS idle: the hub vs the floor of its stack (a bare fastify + undici proxy)', unit: 'MiB', baselineLabel: 'floor',
-          note: `test/bench/floor-proxy.mjs, same runtime environment, one request proxied, read at the same moments: ${started.floor.rss.toFixed(1)} MiB at ${counts.settleMs} ms, ${floorIdle.rss.toFixed(1)} at ${counts.idleSettledMs} ms; Node alone is about 40` },
-        floorIdle.rss, idle.rss, 'lower',
+        {
+          id: 'rss.idle-floor',
+          name: 'RSS idle: the hub vs the floor of its stack (a bare fastify + undici proxy)',
+          unit: 'MiB',
+          baselineLabel: 'floor',
+          note: `test/bench/floor-proxy.mjs, same runtime environment, one request proxied, read at the same moments: ${started.floor.rss.toFixed(1)} MiB at ${counts.settleMs} ms, ${floorIdle.rss.toFixed(1)} at ${counts.idleSettledMs} ms; Node alone is about 40`,
+        },
+        floorIdle.rss,
+        idle.rss,
+        'lower',
       ),
       figureRow(
-        { id: 'rss.loaded', name: `RSS, ${thousands(counts.slices)} slices (kube-proxy) + ${thousands(counts.pods)} pods (kubelet) cached`, unit: 'MiB', baselineLabel: 'target',
-          note: `VmRSS ${counts.settleMs} ms after the lists; VmHWM (peak, the lists in flight) ${loaded.hwm.toFixed(1)} MiB` },
-        targets.loadedMiB, loaded.rss, 'lower', `≤ ${targets.loadedMiB} MiB`, loaded.rss <= targets.loadedMiB,
+        {
+          id: 'rss.loaded',
+          name: `RSS, ${thousands(counts.slices)} slices (kube-proxy) + ${thousands(counts.pods)} pods (kubelet) cached`,
+          unit: 'MiB',
+          baselineLabel: 'target',
+          note: `VmRSS ${counts.settleMs} ms after the lists; VmHWM (peak, the lists in flight) ${loaded.hwm.toFixed(1)} MiB`,
+        },
+        targets.loadedMiB,
+        loaded.rss,
+        'lower',
+        `≤ ${targets.loadedMiB} MiB`,
+        loaded.rss <= targets.loadedMiB,
       ),
     )
     await timedList(hub.url + bulkConfigMapsPath, kubelet)
@@ -84,9 +111,18 @@ export async function memoryRows(ctx: Context): Promise<Row[]> {
       const errors = await cold.metric('outpost_cache_load_errors_total')
       rows.push(
         figureRow(
-          { id: 'coldstart', name: `Cold start offline, ${thousands(objects)} cached objects, to 1st list served`, unit: 'ms', baselineLabel: 'target',
-            note: `spawn of node dist/cmd/outpost.js to the last byte of kube-proxy's ${thousands(counts.slices)}-slice list from the cache (${(served.bytes / 1e6).toFixed(1)} MB of ${served.contentType}, the list itself ${served.ms.toFixed(0)} ms); load errors ${errors}` },
-          targets.coldStartMs, served.sinceSpawn, 'lower', `≤ ${targets.coldStartMs} ms`, served.sinceSpawn <= targets.coldStartMs,
+          {
+            id: 'coldstart',
+            name: `Cold start offline, ${thousands(objects)} cached objects, to 1st list served`,
+            unit: 'ms',
+            baselineLabel: 'target',
+            note: `spawn of node dist/cmd/outpost.js to the last byte of kube-proxy's ${thousands(counts.slices)}-slice list from the cache (${(served.bytes / 1e6).toFixed(1)} MB of ${served.contentType}, the list itself ${served.ms.toFixed(0)} ms); load errors ${errors}`,
+          },
+          targets.coldStartMs,
+          served.sinceSpawn,
+          'lower',
+          `≤ ${targets.coldStartMs} ms`,
+          served.sinceSpawn <= targets.coldStartMs,
         ),
       )
     } finally {
@@ -151,19 +187,45 @@ export async function killRows(ctx: Context): Promise<Row[]> {
       const errors = await restarted.metric('outpost_cache_load_errors_total')
       const res = await fetch(restarted.url + nodePodsPath, { headers: json })
       const cached = new Map<string, number>()
-      for (const item of ((await res.json()) as { items: any[] }).items) cached.set(`${item.metadata.namespace}/${item.metadata.name}`, Number(item.metadata.resourceVersion))
+      for (const item of ((await res.json()) as { items: any[] }).items)
+        cached.set(`${item.metadata.namespace}/${item.metadata.name}`, Number(item.metadata.resourceVersion))
       const lost = [...shown.versions].filter(([key, version]) => (cached.get(key) ?? -1) < version)
-      if (lost.length > 0) console.error(`bench: lost after SIGKILL: ${lost.slice(0, 10).map(([k, v]) => `${k}@${v}`).join(', ')}`)
+      if (lost.length > 0)
+        console.error(
+          `bench: lost after SIGKILL: ${lost
+            .slice(0, 10)
+            .map(([k, v]) => `${k}@${v}`)
+            .join(', ')}`,
+        )
       const what = `SIGKILL mid-burst of ${thousands(counts.burst)} pods, restart offline`
       return [
         figureRow(
-          { id: 'kill.lost', name: `${what}: objects lost`, unit: 'objects', baselineLabel: 'target',
-            note: `kubelet's pods watched through the hub (JSON); ${thousands(shown.beforeKill)} events shown before the kill, ${shown.afterKill} after it (sent before it); the restarted hub listed ${thousands(cached.size)} pods (${(listed.bytes / 1e6).toFixed(1)} MB)` },
-          0, lost.length, 'lower', '0', lost.length === 0,
+          {
+            id: 'kill.lost',
+            name: `${what}: objects lost`,
+            unit: 'objects',
+            baselineLabel: 'target',
+            note: `kubelet's pods watched through the hub (JSON); ${thousands(shown.beforeKill)} events shown before the kill, ${shown.afterKill} after it (sent before it); the restarted hub listed ${thousands(cached.size)} pods (${(listed.bytes / 1e6).toFixed(1)} MB)`,
+          },
+          0,
+          lost.length,
+          'lower',
+          '0',
+          lost.length === 0,
         ),
         figureRow(
-          { id: 'kill.load-errors', name: `${what}: cache load errors`, unit: 'errors', baselineLabel: 'target', note: 'outpost_cache_load_errors_total of the restarted hub' },
-          0, errors, 'lower', '0', errors === 0,
+          {
+            id: 'kill.load-errors',
+            name: `${what}: cache load errors`,
+            unit: 'errors',
+            baselineLabel: 'target',
+            note: 'outpost_cache_load_errors_total of the restarted hub',
+          },
+          0,
+          errors,
+          'lower',
+          '0',
+          errors === 0,
         ),
       ]
     } finally {

@@ -32,7 +32,7 @@ interface Write {
 /** Which state of the write history the recovered objects are, if any, from the last acknowledged write on. */
 function matchHistory(writes: Write[], acked: number, recovered: Map<string, number>): { at: number | undefined; lost: number } {
   const model = new Map<string, number>()
-  for (const w of writes.slice(0, acked)) (w.deleted ? model.delete(w.name) : model.set(w.name, w.rv))
+  for (const w of writes.slice(0, acked)) w.deleted ? model.delete(w.name) : model.set(w.name, w.rv)
   // acknowledged and missing, or there at an older version than acknowledged
   let lost = 0
   for (const [name, rv] of model) if ((recovered.get(name) ?? -1) < rv) lost++
@@ -87,14 +87,36 @@ export async function compactionKillRows(objects: number): Promise<Row[]> {
   const what = `kill -9 during a compaction of ${thousands(objects)} objects on a disk that fills up, then restart`
   return [
     figureRow(
-      { id: 'disk.compaction-kill.lost', name: `${what}: acknowledged objects lost`, unit: 'objects', baselineLabel: 'target',
-        note: `${thousands(acked)} writes acknowledged (the kernel had them) of ${thousands(killedAfter)} made before the kill; the disk filled when the compaction opened its snapshot; load problems ${report?.failed.length ?? 0}` },
-      0, lost, 'lower', '0', lost === 0,
+      {
+        id: 'disk.compaction-kill.lost',
+        name: `${what}: acknowledged objects lost`,
+        unit: 'objects',
+        baselineLabel: 'target',
+        note: `${thousands(acked)} writes acknowledged (the kernel had them) of ${thousands(killedAfter)} made before the kill; the disk filled when the compaction opened its snapshot; load problems ${report?.failed.length ?? 0}`,
+      },
+      0,
+      lost,
+      'lower',
+      '0',
+      lost === 0,
     ),
     figureRow(
-      { id: 'disk.compaction-kill.scope', name: `${what}: the scope's offline answer (1 = whole and a state it had, or refused)`, unit: '', baselineLabel: 'target',
-        note: whole ? (at !== undefined ? `whole: the state after write ${thousands(at)} (${thousands(at - acked)} past the last acknowledged)` : 'whole, but no state the history had') : 'refused (503): not known whole' },
-      1, scopeOk ? 1 : 0, 'higher', '1', scopeOk,
+      {
+        id: 'disk.compaction-kill.scope',
+        name: `${what}: the scope's offline answer (1 = whole and a state it had, or refused)`,
+        unit: '',
+        baselineLabel: 'target',
+        note: whole
+          ? at !== undefined
+            ? `whole: the state after write ${thousands(at)} (${thousands(at - acked)} past the last acknowledged)`
+            : 'whole, but no state the history had'
+          : 'refused (503): not known whole',
+      },
+      1,
+      scopeOk ? 1 : 0,
+      'higher',
+      '1',
+      scopeOk,
     ),
   ]
 }
@@ -110,10 +132,21 @@ export async function damagedCache(objects: number, damage = true): Promise<stri
   const recorder = new Recorder(store, log)
   const pad = 'x'.repeat(300)
   const listOf = (kind: string, count: number, rv: number, prefix: string) =>
-    Buffer.from(JSON.stringify({ kind: `${kind}List`, apiVersion: 'v1', metadata: { resourceVersion: String(rv) }, items: Array.from({ length: count }, (_, i) => ({ metadata: { name: `${prefix}-${i}`, namespace: 'bench', resourceVersion: String(rv - count + i) }, data: { pad } })) }))
+    Buffer.from(
+      JSON.stringify({
+        kind: `${kind}List`,
+        apiVersion: 'v1',
+        metadata: { resourceVersion: String(rv) },
+        items: Array.from({ length: count }, (_, i) => ({
+          metadata: { name: `${prefix}-${i}`, namespace: 'bench', resourceVersion: String(rv - count + i) },
+          data: { pad },
+        })),
+      }),
+    )
   await recorder.recordListPage(classify('GET', '/api/v1/namespaces/bench/configmaps', kubelet), 'json', listOf('ConfigMap', objects, 100_000, 'cm'))
   // the same objects twice more, newer: the journal passes twice its live data and is compacted into a snapshot
-  for (const rv of [200_000, 300_000]) await recorder.recordListPage(classify('GET', '/api/v1/namespaces/bench/configmaps', kubelet), 'json', listOf('ConfigMap', objects, rv, 'cm'))
+  for (const rv of [200_000, 300_000])
+    await recorder.recordListPage(classify('GET', '/api/v1/namespaces/bench/configmaps', kubelet), 'json', listOf('ConfigMap', objects, rv, 'cm'))
   await recorder.recordListPage(classify('GET', '/api/v1/namespaces/bench/secrets', kubelet), 'json', listOf('Secret', 500, 400_000, 'secret'))
   const collection = path.join(dir, 'kubelet', 'configmaps.v1.core')
   let snapshot: string | undefined
@@ -154,16 +187,27 @@ export async function damagedColdStartRows(ctx: Context, objects: number): Promi
       }
       const damaged = await request(`${hub.url}/api/v1/namespaces/bench/configmaps`, { headers })
       const refusal = (await damaged.body.json()) as { message?: string }
-      const debug = (await (await request(`${hub.adminUrl}/debug/cache`)).body.json()) as { collections: { component: string; resource: string; incomplete: { why: string }[] }[] }
+      const debug = (await (await request(`${hub.adminUrl}/debug/cache`)).body.json()) as {
+        collections: { component: string; resource: string; incomplete: { why: string }[] }[]
+      }
       const reported = debug.collections.find(c => c.component === 'kubelet' && c.resource === 'configmaps.v1.core')?.incomplete.length ?? 0
       const errors = await hub.metric('outpost_cache_load_errors_total')
       const refused = damaged.statusCode === 503 && /damaged/.test(refusal.message ?? '')
       const met = served <= 1_000 && refused && reported > 0 && errors > 0
       return [
         figureRow(
-          { id: 'disk.damaged-coldstart', name: `Cold start offline with a damaged snapshot of ${thousands(objects)} objects, to the other scope served`, unit: 'ms', baselineLabel: 'target',
-            note: `spawn of the built hub to kubelet's Secrets list from the cache; the damaged ConfigMaps list ${damaged.statusCode}${refused ? ' (refused, saying the file was damaged)' : ''}; /debug/cache reports it incomplete: ${reported > 0}; load errors ${errors}` },
-          1_000, served, 'lower', '≤ 1,000 ms, the damaged scope reported', met,
+          {
+            id: 'disk.damaged-coldstart',
+            name: `Cold start offline with a damaged snapshot of ${thousands(objects)} objects, to the other scope served`,
+            unit: 'ms',
+            baselineLabel: 'target',
+            note: `spawn of the built hub to kubelet's Secrets list from the cache; the damaged ConfigMaps list ${damaged.statusCode}${refused ? ' (refused, saying the file was damaged)' : ''}; /debug/cache reports it incomplete: ${reported > 0}; load errors ${errors}`,
+          },
+          1_000,
+          served,
+          'lower',
+          '≤ 1,000 ms, the damaged scope reported',
+          met,
         ),
       ]
     } finally {

@@ -4,7 +4,18 @@
 import { Agent } from 'undici'
 import type { Context } from './context.ts'
 import { FloorProcess, HubProcess, withCpu } from './processes.ts'
-import { clientHeaders, closedLoop, median, openWatch, passThroughHeaders, percentile, protobufType, sequentialLatencies, timedList, userAgents } from './load.ts'
+import {
+  clientHeaders,
+  closedLoop,
+  median,
+  openWatch,
+  passThroughHeaders,
+  percentile,
+  protobufType,
+  sequentialLatencies,
+  timedList,
+  userAgents,
+} from './load.ts'
 import type { Format, Listed } from './load.ts'
 import { figureRow, guarded, naRow, ratioRow } from './report.ts'
 import type { Row } from './report.ts'
@@ -42,7 +53,13 @@ async function getRowsWith(ctx: Context, hub: HubProcess, floor: FloorProcess): 
   const uncached = clientHeaders(userAgents.kubectl, 'json')
   const cached = clientHeaders(userAgents.kubelet, 'json')
   const ms = counts.getSeconds * 1000
-  for (const [url, headers] of [[direct, uncached], [via, uncached], [via, cached], [bare, uncached]] as const) await closedLoop(url, headers, conns, Math.min(ms, 500)) // warm-up
+  for (const [url, headers] of [
+    [direct, uncached],
+    [via, uncached],
+    [via, cached],
+    [bare, uncached],
+  ] as const)
+    await closedLoop(url, headers, conns, Math.min(ms, 500)) // warm-up
   const runs = { direct: [] as Loop[], hub: [] as Loop[], cached: [] as Loop[], floor: [] as Loop[] }
   // the CPU of the simulator, the proxy in the path (the hub, or the floor proxy) and the load generator
   const loop = async (url: string, headers: Record<string, string>, proxyPid = hub.pid): Promise<Loop> => {
@@ -56,7 +73,11 @@ async function getRowsWith(ctx: Context, hub: HubProcess, floor: FloorProcess): 
     runs.floor.push(await loop(bare, uncached, floor.pid))
   }
   const rate = (r: Loop[]) => median(r.map(l => l.perSecond))
-  const p99At = (r: Loop[]) => percentile(r.flatMap(l => l.latencies), 99).toFixed(2)
+  const p99At = (r: Loop[]) =>
+    percentile(
+      r.flatMap(l => l.latencies),
+      99,
+    ).toFixed(2)
   /** CPU µs per request of the simulator, the hub and the load generator */
   const cpu = (r: Loop[]) => {
     const requests = r.reduce((n, l) => n + l.latencies.length, 0)
@@ -73,24 +94,56 @@ async function getRowsWith(ctx: Context, hub: HubProcess, floor: FloorProcess): 
   const added = p99.hub - p99.direct
   return [
     ratioRow(
-      { id: 'get.throughput', name: `GET ConfigMap, ${conns} keep-alive conns: hub vs direct`, unit: 'req/s', baselineLabel: 'direct',
-        note: `median of ${counts.getRounds} x ${counts.getSeconds} s; p99 at this load: direct ${p99At(runs.direct)} ms, hub ${p99At(runs.hub)} ms; CPU µs per request (simulator / hub / load generator): direct ${cpu(runs.direct)}, hub ${cpu(runs.hub)}` },
-      rate(runs.direct), rate(runs.hub), 'higher', 0.8,
+      {
+        id: 'get.throughput',
+        name: `GET ConfigMap, ${conns} keep-alive conns: hub vs direct`,
+        unit: 'req/s',
+        baselineLabel: 'direct',
+        note: `median of ${counts.getRounds} x ${counts.getSeconds} s; p99 at this load: direct ${p99At(runs.direct)} ms, hub ${p99At(runs.hub)} ms; CPU µs per request (simulator / hub / load generator): direct ${cpu(runs.direct)}, hub ${cpu(runs.hub)}`,
+      },
+      rate(runs.direct),
+      rate(runs.hub),
+      'higher',
+      0.8,
     ),
     figureRow(
-      { id: 'get.added-p99', name: 'GET ConfigMap, one at a time: p99 latency, hub vs direct', unit: 'ms', baselineLabel: 'direct',
-        note: `added p99 ${added.toFixed(3)} ms over ${thousands(one.hub.length)} requests each (p50 direct ${percentile(one.direct, 50).toFixed(3)} ms, hub ${percentile(one.hub, 50).toFixed(3)} ms)` },
-      p99.direct, p99.hub, 'lower', 'added ≤ 1 ms', added <= 1,
+      {
+        id: 'get.added-p99',
+        name: 'GET ConfigMap, one at a time: p99 latency, hub vs direct',
+        unit: 'ms',
+        baselineLabel: 'direct',
+        note: `added p99 ${added.toFixed(3)} ms over ${thousands(one.hub.length)} requests each (p50 direct ${percentile(one.direct, 50).toFixed(3)} ms, hub ${percentile(one.hub, 50).toFixed(3)} ms)`,
+      },
+      p99.direct,
+      p99.hub,
+      'lower',
+      'added ≤ 1 ms',
+      added <= 1,
     ),
     ratioRow(
-      { id: 'get.cached', name: `GET ConfigMap, ${conns} conns: cached (kubelet) vs uncached (kubectl)`, unit: 'req/s', baselineLabel: 'uncached',
-        note: `both through the hub (kubelet's answers recorded before they are sent); CPU µs per request (simulator / hub / load generator): uncached ${cpu(runs.hub)}, cached ${cpu(runs.cached)}` },
-      rate(runs.hub), rate(runs.cached), 'higher', 0.9,
+      {
+        id: 'get.cached',
+        name: `GET ConfigMap, ${conns} conns: cached (kubelet) vs uncached (kubectl)`,
+        unit: 'req/s',
+        baselineLabel: 'uncached',
+        note: `both through the hub (kubelet's answers recorded before they are sent); CPU µs per request (simulator / hub / load generator): uncached ${cpu(runs.hub)}, cached ${cpu(runs.cached)}`,
+      },
+      rate(runs.hub),
+      rate(runs.cached),
+      'higher',
+      0.9,
     ),
     ratioRow(
-      { id: 'get.floor', name: `GET ConfigMap, ${conns} conns: the floor of the hub's stack (a bare fastify + undici proxy) vs direct`, unit: 'req/s', baselineLabel: 'direct',
-        note: `test/bench/floor-proxy.mjs, interleaved with the rows above: a proxy that only forwards, on the hub's libraries and this box (the hub gets ${(rate(runs.hub) / rate(runs.floor)).toFixed(2)}x the floor); CPU µs per request (simulator / floor proxy / load generator): ${cpu(runs.floor)}` },
-      rate(runs.direct), rate(runs.floor), 'higher',
+      {
+        id: 'get.floor',
+        name: `GET ConfigMap, ${conns} conns: the floor of the hub's stack (a bare fastify + undici proxy) vs direct`,
+        unit: 'req/s',
+        baselineLabel: 'direct',
+        note: `test/bench/floor-proxy.mjs, interleaved with the rows above: a proxy that only forwards, on the hub's libraries and this box (the hub gets ${(rate(runs.hub) / rate(runs.floor)).toFixed(2)}x the floor); CPU µs per request (simulator / floor proxy / load generator): ${cpu(runs.floor)}`,
+      },
+      rate(runs.direct),
+      rate(runs.floor),
+      'higher',
     ),
   ]
 }
@@ -103,7 +156,13 @@ function listBases(ctx: Context, format: Format) {
   const what = `LIST ${thousands(ctx.counts.slices)} slices ${label(format)}`
   const protobuf = format === 'protobuf'
   return {
-    first: { id: `list.${format}.first`, name: `${what}: kube-proxy 1st list (cached+filtered) vs kubectl`, unit: 'ms', baselineLabel: 'pass-through', protobuf },
+    first: {
+      id: `list.${format}.first`,
+      name: `${what}: kube-proxy 1st list (cached+filtered) vs kubectl`,
+      unit: 'ms',
+      baselineLabel: 'pass-through',
+      protobuf,
+    },
     relist: { id: `list.${format}.relist`, name: `${what}: kube-proxy relist, unchanged, vs kubectl`, unit: 'ms', baselineLabel: 'pass-through', protobuf },
     pass: { id: `list.${format}.pass-through`, name: `${what}: kubectl through the hub vs direct`, unit: 'ms', baselineLabel: 'direct', protobuf },
   }
@@ -142,7 +201,15 @@ async function listRound(ctx: Context, format: Format): Promise<Round> {
     const pass2 = await list(kubectl)
     const direct = await timedList(ctx.sim.url + slicesPath, kubectl, agent)
     if (format === 'protobuf' && !first.contentType.startsWith(protobufType)) throw new Error(`kube-proxy's protobuf list was answered in ${first.contentType}`)
-    return { direct, pass: (pass1.ms + pass2.ms) / 2, first, relist, passBytes: pass1.bytes, passEncoding: pass1.encoding, cpu: { pass: (pass1.cpu + pass2.cpu) / 2, first: first.cpu, relist: relist.cpu } }
+    return {
+      direct,
+      pass: (pass1.ms + pass2.ms) / 2,
+      first,
+      relist,
+      passBytes: pass1.bytes,
+      passEncoding: pass1.encoding,
+      cpu: { pass: (pass1.cpu + pass2.cpu) / 2, first: first.cpu, relist: relist.cpu },
+    }
   } finally {
     await agent.close()
     await hub.stop()
@@ -170,8 +237,16 @@ export async function listRows(ctx: Context): Promise<Row[]> {
       const sizes = `kubectl got ${(passBytes / 1e6).toFixed(1)} MB (${passEncoding === 'gzip' ? 'gzip' : 'plain'} ${label(format)}), kube-proxy ${(first.bytes / 1e6).toFixed(1)} MB (${first.encoding === 'gzip' ? 'gzip' : 'plain'}, filtered)`
       const cpu = (k: keyof Round['cpu']) => median(rounds.map(r => r.cpu[k])).toFixed(0)
       return [
-        ratioRow({ ...bases.first, note: `median of ${rounds.length} fresh hubs; ${sizes}; hub CPU ms per list: kubectl ${cpu('pass')}, kube-proxy 1st ${cpu('first')}, relist ${cpu('relist')}` },
-          pass, median(rounds.map(r => r.first.ms)), 'lower', listTargets.first),
+        ratioRow(
+          {
+            ...bases.first,
+            note: `median of ${rounds.length} fresh hubs; ${sizes}; hub CPU ms per list: kubectl ${cpu('pass')}, kube-proxy 1st ${cpu('first')}, relist ${cpu('relist')}`,
+          },
+          pass,
+          median(rounds.map(r => r.first.ms)),
+          'lower',
+          listTargets.first,
+        ),
         ratioRow(bases.relist, pass, median(rounds.map(r => r.relist.ms)), 'lower', listTargets.relist),
         ratioRow({ ...bases.pass, note: relayed }, median(rounds.map(r => r.direct.ms)), pass, 'lower'),
       ]
@@ -188,7 +263,13 @@ interface Rate {
 }
 
 /** Events per second one watch delivers while the simulator modifies `count` slices as fast as it can; CPU ms of the simulator and the hub meanwhile. */
-async function watchRate(ctx: Context, hub: HubProcess, base: string, headers: Record<string, string>, count: number): Promise<{ rate: number; cpuMs: number[] }> {
+async function watchRate(
+  ctx: Context,
+  hub: HubProcess,
+  base: string,
+  headers: Record<string, string>,
+  count: number,
+): Promise<{ rate: number; cpuMs: number[] }> {
   const format: Format = headers.accept.startsWith(protobufType) ? 'protobuf' : 'json'
   const rv: string = await ctx.sim.call('resourceVersion')
   const watch = await openWatch(base + slicesWatchPath(rv), headers)
@@ -215,7 +296,13 @@ export async function watchRows(ctx: Context, hub: HubProcess): Promise<Row[]> {
   for (const format of formats) {
     const what = `WATCH ${thousands(n)} slice events ${label(format)}`
     const protobuf = format === 'protobuf'
-    const recorded = { id: `watch.${format}.recorded`, name: `${what}: kube-proxy (cached+filtered) vs kubectl`, unit: 'events/s', baselineLabel: 'pass-through', protobuf }
+    const recorded = {
+      id: `watch.${format}.recorded`,
+      name: `${what}: kube-proxy (cached+filtered) vs kubectl`,
+      unit: 'events/s',
+      baselineLabel: 'pass-through',
+      protobuf,
+    }
     const pass = { id: `watch.${format}.pass-through`, name: `${what}: kubectl through the hub vs direct`, unit: 'events/s', baselineLabel: 'direct', protobuf }
     const specs = [
       { base: recorded, better: 'higher' as const, target: '≥ 0.8x' },
@@ -291,9 +378,18 @@ export async function deliveryRows(ctx: Context, hub: HubProcess): Promise<Row[]
   const p99 = { direct: percentile(direct, 99), hub: percentile(via, 99) }
   return [
     figureRow(
-      { id: 'watchers.p99', name: `${watchers} watchers of one ConfigMap list (kubelet): p99 delivery delay`, unit: 'ms', baselineLabel: 'direct',
-        note: `${stampedWrites} writes ${stampIntervalMs} ms apart, ${thousands(via.length)} deliveries; p50 direct ${percentile(direct, 50).toFixed(2)} ms, hub ${percentile(via, 50).toFixed(2)} ms; max hub ${Math.max(...via).toFixed(1)} ms` },
-      p99.direct, p99.hub, 'lower', '≤ 50 ms', p99.hub <= 50,
+      {
+        id: 'watchers.p99',
+        name: `${watchers} watchers of one ConfigMap list (kubelet): p99 delivery delay`,
+        unit: 'ms',
+        baselineLabel: 'direct',
+        note: `${stampedWrites} writes ${stampIntervalMs} ms apart, ${thousands(via.length)} deliveries; p50 direct ${percentile(direct, 50).toFixed(2)} ms, hub ${percentile(via, 50).toFixed(2)} ms; max hub ${Math.max(...via).toFixed(1)} ms`,
+      },
+      p99.direct,
+      p99.hub,
+      'lower',
+      '≤ 50 ms',
+      p99.hub <= 50,
     ),
   ]
 }

@@ -37,7 +37,10 @@ const progress = (what: string) => process.stderr.write(`bench [${((performance.
 function gitState(): { commit: string; dirty: boolean } {
   if (process.env.BENCH_COMMIT) return { commit: process.env.BENCH_COMMIT, dirty: false }
   const git = (...args: string[]) => spawnSync('git', args, { cwd: root, encoding: 'utf8' }).stdout?.trim() ?? ''
-  return { commit: git('rev-parse', 'HEAD') || 'unknown', dirty: git('status', '--porcelain', '--untracked-files=no', '--', 'lib', 'cmd', 'filters', 'certs') !== '' }
+  return {
+    commit: git('rev-parse', 'HEAD') || 'unknown',
+    dirty: git('status', '--porcelain', '--untracked-files=no', '--', 'lib', 'cmd', 'filters', 'certs') !== '',
+  }
 }
 
 /** Why the protobuf rows have no figure, or undefined when the simulator answers protobuf. */
@@ -95,7 +98,13 @@ async function main(): Promise<number> {
     cleanupScratch()
   }
   await group(rows, 'fleet', `8. a fleet of ${counts.fleetHubs} hubs through two outages, shared watch caches vs not`, () =>
-    fleetRows({ hubs: counts.fleetHubs, outageMs: counts.fleetOutageMs, services: quick ? 50 : 200, healthIntervalMs: quick ? 200 : 1_000, settleMs: quick ? 500 : 5_000 }),
+    fleetRows({
+      hubs: counts.fleetHubs,
+      outageMs: counts.fleetOutageMs,
+      services: quick ? 50 : 200,
+      healthIntervalMs: quick ? 200 : 1_000,
+      settleMs: quick ? 500 : 5_000,
+    }),
   )
   progress('in-process filter rows')
   inProcess = await inProcessRows(quick ? 5_000 : 50_000)
@@ -116,12 +125,18 @@ async function main(): Promise<number> {
   console.log(`\n${formatTable(`outpost bench${quick ? ' (BENCH_QUICK)' : ''}: the built hub in its own process vs its baseline, same run`, rows)}`)
   console.log(`\n${formatTable('service topology filter, in-process (no network): per watch frame', inProcess)}`)
   const missed = rows.filter(r => r.met === false).map(r => r.id)
-  console.log(`\n${results.seconds} s, hub built from ${results.commit.slice(0, 10)}${results.dirty ? ' + uncommitted changes' : ''}${hubExtraArgs.length > 0 ? ` with ${hubExtraArgs.join(' ')}` : ''}, on ${results.machine.cpus} x ${results.machine.cpuModel} (load ${results.machine.loadAverage.join(' ')}); written to ${path.relative(process.cwd(), out)}`)
+  console.log(
+    `\n${results.seconds} s, hub built from ${results.commit.slice(0, 10)}${results.dirty ? ' + uncommitted changes' : ''}${hubExtraArgs.length > 0 ? ` with ${hubExtraArgs.join(' ')}` : ''}, on ${results.machine.cpus} x ${results.machine.cpuModel} (load ${results.machine.loadAverage.join(' ')}); written to ${path.relative(process.cwd(), out)}`,
+  )
   console.log(missed.length === 0 ? 'every target met' : `targets missed: ${missed.join(', ')}`)
   if (smoke) {
     const problems = smokeProblems(results)
     for (const problem of problems) console.log(`bench smoke: ${problem}`)
-    console.log(problems.length === 0 ? `bench smoke: every row has its number (${results.rows.length} rows, ${inProcess.length} in-process)` : `bench smoke: ${problems.length} problems`)
+    console.log(
+      problems.length === 0
+        ? `bench smoke: every row has its number (${results.rows.length} rows, ${inProcess.length} in-process)`
+        : `bench smoke: ${problems.length} problems`,
+    )
     return problems.length === 0 ? 0 : 1
   }
   return 0

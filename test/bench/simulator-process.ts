@@ -27,7 +27,8 @@ function ensureNamespace(name: string): void {
 const commands: Record<string, (args: any) => unknown> = {
   /** Nodes in three pools, `slices` EndpointSlices (10 endpoints each) under annotated Services, `pods` pods, `configMaps` bulk ConfigMaps. */
   async seed(args: { slices: number; pods: number; configMaps: number }) {
-    for (const ns of [...objects.appNamespaces, objects.benchNamespace, objects.watchNamespace, objects.bulkNamespace, objects.burstNamespace]) ensureNamespace(ns)
+    for (const ns of [...objects.appNamespaces, objects.benchNamespace, objects.watchNamespace, objects.bulkNamespace, objects.burstNamespace])
+      ensureNamespace(ns)
     for (let i = 0; i < objects.nodeCount; i++) sim.create(objects.node(i))
     await createMany(Math.ceil(args.slices / objects.slicesPerService), objects.service)
     await createMany(args.slices, objects.endpointSlice)

@@ -21,7 +21,7 @@ function endpoints(count: number, seed: number) {
     addresses: [`10.${seed % 250}.${Math.floor(i / 250)}.${i % 250}`],
     conditions: { ready: true },
     nodeName: nodeName(i),
-    zone: `${pools[i % 12 % 3]}-a`,
+    zone: `${pools[(i % 12) % 3]}-a`,
   }))
 }
 
@@ -45,23 +45,33 @@ function field(n: number, payload: Buffer | string): Buffer {
 
 /** The same 100-endpoint slice as the apiserver would encode it (the fields the filter reads, and addresses). */
 function protobufSliceFrame(): Buffer {
-  const meta = Buffer.concat([field(1, 'watched'), field(3, 'bench'), field(6, '1000'), field(11, Buffer.concat([field(1, 'kubernetes.io/service-name'), field(2, 'svc')]))])
+  const meta = Buffer.concat([
+    field(1, 'watched'),
+    field(3, 'bench'),
+    field(6, '1000'),
+    field(11, Buffer.concat([field(1, 'kubernetes.io/service-name'), field(2, 'svc')])),
+  ])
   const eps = endpoints(100, 1).map(e => field(2, Buffer.concat([field(1, e.addresses[0]), field(6, e.nodeName), field(7, e.zone)])))
   const raw = Buffer.concat([field(1, meta), ...eps, field(4, 'IPv4')])
   return encodeWatchEvent('MODIFIED', encodeUnknown({ apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', raw }))
 }
 
 function jsonSliceFrame(): Buffer {
-  const object = { ...slice('watched', 100, 1), metadata: { name: 'watched', namespace: 'bench', resourceVersion: '1000', labels: { 'kubernetes.io/service-name': 'svc' } } }
+  const object = {
+    ...slice('watched', 100, 1),
+    metadata: { name: 'watched', namespace: 'bench', resourceVersion: '1000', labels: { 'kubernetes.io/service-name': 'svc' } },
+  }
   return Buffer.from(JSON.stringify({ type: 'MODIFIED', object }) + '\n')
 }
 
 /** Frames per second through the splitter, and through the splitter plus `perFrame`. */
 async function framesPerSecond(framing: 'json' | 'protobuf', frame: Buffer, count: number, perFrame?: (f: Buffer) => Buffer): Promise<number> {
-  const stream = Readable.from((function* () {
-    const batch = Buffer.concat(Array.from({ length: 100 }, () => frame))
-    for (let i = 0; i < count / 100; i++) yield batch
-  })())
+  const stream = Readable.from(
+    (function* () {
+      const batch = Buffer.concat(Array.from({ length: 100 }, () => frame))
+      for (let i = 0; i < count / 100; i++) yield batch
+    })(),
+  )
   const start = performance.now()
   let bytes = 0
   for await (const f of stream.pipe(new WatchFrameSplitter(framing))) bytes += (perFrame ? perFrame(f as Buffer) : (f as Buffer)).length
@@ -82,13 +92,25 @@ function benchProvider(): TopologyProvider {
 
 export async function inProcessRows(frames: number): Promise<Row[]> {
   const rows: Row[] = []
-  const registry = new FilterRegistry(benchProvider(), { enabled: ['servicetopology'], components: { servicetopology: ['kube-proxy'] } }, pino({ level: 'silent' }))
+  const registry = new FilterRegistry(
+    benchProvider(),
+    { enabled: ['servicetopology'], components: { servicetopology: ['kube-proxy'] } },
+    pino({ level: 'silent' }),
+  )
   const filter = registry.forRequest(classify('GET', '/apis/discovery.k8s.io/v1/endpointslices?watch=true', kubeProxy))!
-  for (const [framing, frame] of [['protobuf', protobufSliceFrame()], ['json', jsonSliceFrame()]] as const) {
+  for (const [framing, frame] of [
+    ['protobuf', protobufSliceFrame()],
+    ['json', jsonSliceFrame()],
+  ] as const) {
     await framesPerSecond(framing, frame, Math.min(frames, 2_000)) // warm-up
     rows.push(
       ratioRow(
-        { id: `inprocess.${framing}`, name: `${framing} frames, 100-endpoint slice: split + filter vs split only`, unit: 'frames/s', baselineLabel: 'split only' },
+        {
+          id: `inprocess.${framing}`,
+          name: `${framing} frames, 100-endpoint slice: split + filter vs split only`,
+          unit: 'frames/s',
+          baselineLabel: 'split only',
+        },
         await framesPerSecond(framing, frame, frames),
         await framesPerSecond(framing, frame, frames, f => filter.frame(framing, f) ?? f),
         'higher',

@@ -17,7 +17,10 @@ try {
 await disk.load(() => {})
 const name = `from-${process.pid}`
 const body = Buffer.from(JSON.stringify({ kind: 'ConfigMap', apiVersion: 'v1', metadata: { name, namespace: 'default', resourceVersion: '1' } }))
-await disk.put({ component: 'kubelet', group: '', version: 'v1', resource: 'configmaps' }, { apiVersion: 'v1', kind: 'ConfigMap', namespace: 'default', name, resourceVersion: '1', format: 'json', body })
+await disk.put(
+  { component: 'kubelet', group: '', version: 'v1', resource: 'configmaps' },
+  { apiVersion: 'v1', kind: 'ConfigMap', namespace: 'default', name, resourceVersion: '1', format: 'json', body },
+)
 await disk.flush()
 process.stdout.write(`ready ${process.pid}\n`)
 setInterval(() => {}, 60_000)

@@ -11,7 +11,7 @@ export const fixtureJson = (name: string): any => JSON.parse(readFileSync(new UR
 /** A protobuf watch stream cut into its frames (4-byte big-endian length + WatchEvent each). */
 export function watchFrames(stream: Buffer): Buffer[] {
   const out: Buffer[] = []
-  for (let pos = 0; pos < stream.length; ) {
+  for (let pos = 0; pos < stream.length;) {
     const end = pos + 4 + stream.readUInt32BE(pos)
     out.push(stream.subarray(pos, end))
     pos = end

@@ -23,8 +23,27 @@ export async function startHubProcess(server: string, cacheDir: string, extraArg
   const adminPort = await freePort()
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', entry, '--server', server, '--cache-dir', cacheDir, '--port', String(port), '--admin-port', String(adminPort), '--secure-port', '0',
-      '--node-name', 'kind-worker2', '--log-level', 'warn', ...healthFlags, ...extraArgs],
+    [
+      '--import',
+      'tsx',
+      entry,
+      '--server',
+      server,
+      '--cache-dir',
+      cacheDir,
+      '--port',
+      String(port),
+      '--admin-port',
+      String(adminPort),
+      '--secure-port',
+      '0',
+      '--node-name',
+      'kind-worker2',
+      '--log-level',
+      'warn',
+      ...healthFlags,
+      ...extraArgs,
+    ],
     { stdio: ['ignore', 'ignore', 'inherit'] },
   )
   const exited = new Promise(resolve => child.once('exit', resolve))
@@ -34,14 +53,18 @@ export async function startHubProcess(server: string, cacheDir: string, extraArg
     await exited
   }
   const url = `http://127.0.0.1:${port}`
-  await eventually(async () => {
-    try {
-      const res = await request(`${url}/v1/healthz`.replace(String(port), String(adminPort)))
-      await res.body.dump()
-      return res.statusCode === 200
-    } catch {
-      return false
-    }
-  }, 30_000, 'the hub process to listen')
+  await eventually(
+    async () => {
+      try {
+        const res = await request(`${url}/v1/healthz`.replace(String(port), String(adminPort)))
+        await res.body.dump()
+        return res.statusCode === 200
+      } catch {
+        return false
+      }
+    },
+    30_000,
+    'the hub process to listen',
+  )
   return { url, child, kill }
 }

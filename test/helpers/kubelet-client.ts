@@ -207,7 +207,8 @@ export async function startInformers(baseUrl: string, opts: KubeletClientOptions
   const watches: Informers['watches'] = {}
   const from = (list: KubeletAnswer) => list.body?.metadata?.resourceVersion as string | undefined
   if (csiDrivers.status === 200 && from(csiDrivers)) watches.csiDrivers = await informerWatch(baseUrl, paths.csiDrivers, from(csiDrivers)!, opts)
-  if (runtimeClasses.status === 200 && from(runtimeClasses)) watches.runtimeClasses = await informerWatch(baseUrl, paths.runtimeClasses, from(runtimeClasses)!, opts)
+  if (runtimeClasses.status === 200 && from(runtimeClasses))
+    watches.runtimeClasses = await informerWatch(baseUrl, paths.runtimeClasses, from(runtimeClasses)!, opts)
   return {
     csiDrivers,
     runtimeClasses,

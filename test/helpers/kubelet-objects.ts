@@ -33,6 +33,9 @@ export const kubeletKinds: Record<string, any> = {
     metadata: { name: 'gvisor', uid: '7c1e', resourceVersion: '302', creationTimestamp: '2026-11-25T13:18:50Z' },
     handler: 'runsc',
     overhead: { podFixed: { cpu: '250m', memory: '64Mi' } },
-    scheduling: { nodeSelector: { 'runtime/gvisor': 'true' }, tolerations: [{ key: 'runtime', operator: 'Equal', value: 'gvisor', effect: 'NoSchedule', tolerationSeconds: 30 }] },
+    scheduling: {
+      nodeSelector: { 'runtime/gvisor': 'true' },
+      tolerations: [{ key: 'runtime', operator: 'Equal', value: 'gvisor', effect: 'NoSchedule', tolerationSeconds: 30 }],
+    },
   },
 }

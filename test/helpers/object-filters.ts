@@ -57,7 +57,10 @@ export function checkCase(
   // JSON, as a list item (no kind) and as a single object
   const item = deepFreeze(Object.fromEntries(Object.entries(frozen).filter(([k]) => k !== 'kind' && k !== 'apiVersion')))
   const want = typeof expect === 'function' ? expect(clone(object)) : undefined
-  for (const [label, input] of [['object', frozen], ['list item', item]] as const) {
+  for (const [label, input] of [
+    ['object', frozen],
+    ['list item', item],
+  ] as const) {
     const out = filter.json(input, kind, ctx)
     if (expect === 'same') t.equal(out, input, `json ${label}: the same reference`)
     else if (expect === 'dropped') t.equal(out, null, `json ${label}: dropped`)
@@ -81,7 +84,11 @@ export function checkCase(
     t.same(decodeObject(out!, apiVersion, kind), decodeObject(encodeObject(want, apiVersion, kind), apiVersion, kind), 'protobuf decoded = JSON result')
     if (changed) {
       const diff = diffPaths(decodeObject(raw, apiVersion, kind), decodeObject(out!, apiVersion, kind))
-      t.same(diff.filter(p => !changed.some(c => p === c || p.startsWith(`${c}.`))), [], `only ${changed.join(', ')} changed`)
+      t.same(
+        diff.filter(p => !changed.some(c => p === c || p.startsWith(`${c}.`))),
+        [],
+        `only ${changed.join(', ')} changed`,
+      )
     }
     t.equal(filter.protobuf(out!, kind, ctx), out, 'protobuf: a filtered object passes as it is')
   }
@@ -187,7 +194,8 @@ export function fuzzJson(t: Test, filter: ObjectFilter, objects: Json[], ctxs: F
             try {
               const out = filter.json(input, kind, ctx)
               if (!(Object.is(out, input) || out === null || isPlainObject(out))) problems.push(`${what}: returned ${shown(out)}`)
-              else if (!Object.is(out, input) && !targets(filter, input, kind)) problems.push(`${what}: not the filter's, yet ${out === null ? 'dropped' : 'changed'}`)
+              else if (!Object.is(out, input) && !targets(filter, input, kind))
+                problems.push(`${what}: not the filter's, yet ${out === null ? 'dropped' : 'changed'}`)
               else if (isPlainObject(out) && out !== input) {
                 changed++
                 // (JSON.parse gives no undefined or NaN: a filter may take an array holding one as changed)
@@ -201,8 +209,13 @@ export function fuzzJson(t: Test, filter: ObjectFilter, objects: Json[], ctxs: F
       }
     }
   }
-  for (const value of odd) for (const ctx of ctxs) t.ok(Object.is(filter.json(value, 'Service', ctx), value), `${shown(value)} as the whole object: passed as it is`)
-  t.same(problems.slice(0, 5), [], `${tried} malformed JSON shapes (${changed} changed): no throw, no mutation, only its own objects touched, a result filtered again is the same`)
+  for (const value of odd)
+    for (const ctx of ctxs) t.ok(Object.is(filter.json(value, 'Service', ctx), value), `${shown(value)} as the whole object: passed as it is`)
+  t.same(
+    problems.slice(0, 5),
+    [],
+    `${tried} malformed JSON shapes (${changed} changed): no throw, no mutation, only its own objects touched, a result filtered again is the same`,
+  )
   return tried
 }
 
@@ -233,7 +246,8 @@ function disagreement(filter: ObjectFilter, apiVersion: string, kind: string, in
     return undefined
   }
   const json = filter.json(deepFreeze(decoded), kind, ctx)
-  if (json === null || out === null) return json === out ? '' : `json ${json === null ? 'dropped it' : 'kept it'}, protobuf ${out === null ? 'dropped it' : 'kept it'}`
+  if (json === null || out === null)
+    return json === out ? '' : `json ${json === null ? 'dropped it' : 'kept it'}, protobuf ${out === null ? 'dropped it' : 'kept it'}`
   if (out === input) return json === decoded ? '' : 'json changed it, protobuf did not'
   if (json === decoded) return 'protobuf changed it, json did not'
   let filtered: Json
@@ -299,7 +313,10 @@ export function fuzzProtobuf(t: Test, filter: ObjectFilter, kind: string, buffer
       if (out !== null && out !== input) {
         changed++
         const again = filtered(out, kind)
-        if (again !== out) problems.push(`its result, filtered again: ${again instanceof Error ? `threw ${again.message}` : again === null ? 'dropped' : 'changed again'}, on ${hex}`)
+        if (again !== out)
+          problems.push(
+            `its result, filtered again: ${again instanceof Error ? `threw ${again.message}` : again === null ? 'dropped' : 'changed again'}, on ${hex}`,
+          )
       }
     }
     const asOther = filtered(input, otherKind)
@@ -322,7 +339,15 @@ export function fuzzProtobuf(t: Test, filter: ObjectFilter, kind: string, buffer
  * target's protobuf result decodes to the JSON filter's result. Returns the target's bytes before
  * and after, for the caller's byte-level checks.
  */
-export function recordedListOfOne(t: Test, filter: ObjectFilter, list: Buffer, recorded: Json[], apiVersion: string, kind: string, target: string): { raw: Buffer; out: Buffer } {
+export function recordedListOfOne(
+  t: Test,
+  filter: ObjectFilter,
+  list: Buffer,
+  recorded: Json[],
+  apiVersion: string,
+  kind: string,
+  target: string,
+): { raw: Buffer; out: Buffer } {
   const items = splitList(decodeUnknown(list).raw).items
   t.equal(items.length, recorded.length)
   let found: { raw: Buffer; out: Buffer } | undefined

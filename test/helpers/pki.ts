@@ -90,9 +90,7 @@ export async function createTestPki(): Promise<TestPki> {
     ]),
     new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
   ])
-  const client = await issue('CN=system:node:kind-worker2, O=system:nodes', [
-    new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.clientAuth]),
-  ])
+  const client = await issue('CN=system:node:kind-worker2, O=system:nodes', [new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.clientAuth])])
 
   return {
     ca: { cert: withNewline(caCert.toString('pem')), key: await privateKeyPem(caKeys.privateKey) },

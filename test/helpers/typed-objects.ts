@@ -20,9 +20,7 @@ export const fullPod = {
     deletionGracePeriodSeconds: 30,
     labels: { app: 'web', 'pod-template-hash': '7d9f' },
     annotations: { 'kubernetes.io/psp': 'x', note: '<&>' },
-    ownerReferences: [
-      { apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'web', uid: '9a7c', controller: true, blockOwnerDeletion: false },
-    ],
+    ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'web', uid: '9a7c', controller: true, blockOwnerDeletion: false }],
     finalizers: ['example.com/keep'],
     managedFields: [
       {
@@ -164,9 +162,7 @@ export const fullPod = {
             },
           ],
         },
-        preferredDuringSchedulingIgnoredDuringExecution: [
-          { weight: 10, preference: { matchExpressions: [{ key: 'disk', operator: 'Exists' }] } },
-        ],
+        preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 10, preference: { matchExpressions: [{ key: 'disk', operator: 'Exists' }] } }],
       },
       podAffinity: {
         requiredDuringSchedulingIgnoredDuringExecution: [
@@ -187,10 +183,7 @@ export const fullPod = {
       },
     },
     schedulerName: 'default-scheduler',
-    tolerations: [
-      { key: 'node.kubernetes.io/not-ready', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 },
-      { operator: 'Exists' },
-    ],
+    tolerations: [{ key: 'node.kubernetes.io/not-ready', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 }, { operator: 'Exists' }],
     hostAliases: [{ ip: '10.0.0.10', hostnames: ['registry.local'] }],
     priorityClassName: 'system-node-critical',
     priority: -5,
@@ -201,7 +194,13 @@ export const fullPod = {
     preemptionPolicy: 'Never',
     overhead: { cpu: '10m' },
     topologySpreadConstraints: [
-      { maxSkew: 1, topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'ScheduleAnyway', labelSelector: { matchLabels: { app: 'web' } }, minDomains: 2 },
+      {
+        maxSkew: 1,
+        topologyKey: 'topology.kubernetes.io/zone',
+        whenUnsatisfiable: 'ScheduleAnyway',
+        labelSelector: { matchLabels: { app: 'web' } },
+        minDomains: 2,
+      },
     ],
     setHostnameAsFQDN: false,
     os: { name: 'linux' },
@@ -210,7 +209,14 @@ export const fullPod = {
     phase: 'Running',
     conditions: [
       { type: 'Initialized', status: 'True', lastProbeTime: null, lastTransitionTime: time },
-      { type: 'Ready', status: 'False', lastProbeTime: null, lastTransitionTime: time, reason: 'ContainersNotReady', message: 'containers with unready status: [app]' },
+      {
+        type: 'Ready',
+        status: 'False',
+        lastProbeTime: null,
+        lastTransitionTime: time,
+        reason: 'ContainersNotReady',
+        message: 'containers with unready status: [app]',
+      },
     ],
     hostIP: '172.18.0.3',
     podIP: '10.244.1.7',

@@ -228,7 +228,10 @@ export class Cluster {
     // An update that changes nothing is not a write: no new resourceVersion, no event.
     const { resourceVersion: _rv, ...prevMeta } = prev.metadata
     if (JSON.stringify(sortKeys({ ...prev, metadata: prevMeta })) === JSON.stringify(sortKeys(next)) || opts.dryRun) {
-      return this.registry.convertFromStorage(entry, opts.dryRun ? { ...next, metadata: { ...next.metadata, resourceVersion: prev.metadata.resourceVersion } } : prev)
+      return this.registry.convertFromStorage(
+        entry,
+        opts.dryRun ? { ...next, metadata: { ...next.metadata, resourceVersion: prev.metadata.resourceVersion } } : prev,
+      )
     }
     return this.registry.convertFromStorage(entry, this.store.put(entry.storageKey, key, next))
   }
@@ -264,7 +267,11 @@ export class Cluster {
       throw conflict(entry, name, `Precondition failed: UID in precondition: ${pre.uid}, UID in object meta: ${prev.metadata.uid}`)
     }
     if (pre.resourceVersion && pre.resourceVersion !== prev.metadata.resourceVersion) {
-      throw conflict(entry, name, `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in object meta: ${prev.metadata.resourceVersion}`)
+      throw conflict(
+        entry,
+        name,
+        `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in object meta: ${prev.metadata.resourceVersion}`,
+      )
     }
     if (opts.dryRun) return this.registry.convertFromStorage(entry, prev)
     if (entry.storageKey === '/namespaces') {

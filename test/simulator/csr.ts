@@ -55,17 +55,27 @@ function createProblem(spec: any): [string, string, string] | undefined {
   }
   if (!spec.signerName) return ['spec.signerName', 'FieldValueRequired', 'Required value']
   if (typeof spec.signerName !== 'string' || !signerNameRe.test(spec.signerName)) {
-    return ['spec.signerName', 'FieldValueInvalid', `Invalid value: ${JSON.stringify(spec.signerName)}: must be a fully qualified domain and path of the form 'example.com/signer-name'`]
+    return [
+      'spec.signerName',
+      'FieldValueInvalid',
+      `Invalid value: ${JSON.stringify(spec.signerName)}: must be a fully qualified domain and path of the form 'example.com/signer-name'`,
+    ]
   }
   if (!Array.isArray(spec.usages) || spec.usages.length === 0) return ['spec.usages', 'FieldValueRequired', 'Required value: usages must be provided']
   const unknown = spec.usages.findIndex((u: unknown) => typeof u !== 'string' || !(u in usageMeanings))
   if (unknown !== -1) {
-    const supported = Object.keys(usageMeanings).map(u => JSON.stringify(u)).join(', ')
+    const supported = Object.keys(usageMeanings)
+      .map(u => JSON.stringify(u))
+      .join(', ')
     return [`spec.usages[${unknown}]`, 'FieldValueNotSupported', `Unsupported value: ${JSON.stringify(spec.usages[unknown])}: supported values: ${supported}`]
   }
   const seconds = spec.expirationSeconds
   if (seconds !== undefined && seconds !== null && (!Number.isInteger(seconds) || seconds < minExpirationSeconds)) {
-    return ['spec.expirationSeconds', 'FieldValueInvalid', `Invalid value: ${JSON.stringify(seconds)}: may not specify a duration less than 600 seconds (10 minutes)`]
+    return [
+      'spec.expirationSeconds',
+      'FieldValueInvalid',
+      `Invalid value: ${JSON.stringify(seconds)}: may not specify a duration less than 600 seconds (10 minutes)`,
+    ]
   }
   return undefined
 }

@@ -37,7 +37,17 @@ export async function startDemoCluster(options: SimulatorOptions = {}): Promise<
   try {
     const crd = read('nodepool-crd.yaml')
     if (crd) sim.load(crd)
-    else sim.registerResource({ group: 'apps.openyurt.io', version: 'v1beta1', resource: 'nodepools', kind: 'NodePool', listKind: 'NodePoolList', namespaced: false, shortNames: ['np'], singular: 'nodepool' })
+    else
+      sim.registerResource({
+        group: 'apps.openyurt.io',
+        version: 'v1beta1',
+        resource: 'nodepools',
+        kind: 'NodePool',
+        listKind: 'NodePoolList',
+        namespaced: false,
+        shortNames: ['np'],
+        singular: 'nodepool',
+      })
     sim.create({
       apiVersion: 'v1',
       kind: 'Service',

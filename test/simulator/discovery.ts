@@ -68,7 +68,12 @@ export function discovery(registry: ResourceRegistry, path: string, serverAddres
   if (!g) return undefined
   if (parts.length === 2) return { kind: 'APIGroup', apiVersion: 'v1', ...groupDoc(g.group, g.versions) }
   if (parts.length === 3 && g.versions.includes(parts[2])) {
-    return { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: `${g.group}/${parts[2]}`, resources: apiResources(registry.resourcesOf(g.group, parts[2])) }
+    return {
+      kind: 'APIResourceList',
+      apiVersion: 'v1',
+      groupVersion: `${g.group}/${parts[2]}`,
+      resources: apiResources(registry.resourcesOf(g.group, parts[2])),
+    }
   }
   return undefined
 }

@@ -90,7 +90,10 @@ function parseJSON(buf: Buffer): any {
 
 /** A create/update body: JSON (or YAML), or protobuf for the kinds the typed codec knows (else 415). */
 function parseBody(req: IncomingMessage, buf: Buffer, entry: ResourceEntry): any {
-  const type = String(req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase()
+  const type = String(req.headers['content-type'] ?? '')
+    .split(';')[0]
+    .trim()
+    .toLowerCase()
   if (type === 'application/vnd.kubernetes.protobuf') return decodeProtobufBody(entry, buf)
   if (type === 'application/yaml') {
     try {
@@ -100,7 +103,11 @@ function parseBody(req: IncomingMessage, buf: Buffer, entry: ResourceEntry): any
     }
   }
   if (type !== '' && type !== 'application/json' && type !== '*/*') {
-    throw ApiError.of(415, `the body of the request was in an unknown format - accepted media types include: application/json, application/yaml`, 'UnsupportedMediaType')
+    throw ApiError.of(
+      415,
+      `the body of the request was in an unknown format - accepted media types include: application/json, application/yaml`,
+      'UnsupportedMediaType',
+    )
   }
   return parseJSON(buf)
 }
@@ -218,7 +225,10 @@ export async function handleResource(ctx: HandlerContext, req: IncomingMessage, 
       return one(200, cluster.update(entry, body, { namespace, name, subresource: sub, dryRun }))
     }
     case 'patch': {
-      const contentType = String(req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase()
+      const contentType = String(req.headers['content-type'] ?? '')
+        .split(';')[0]
+        .trim()
+        .toLowerCase()
       const type = patchTypes[contentType]
       if (!type) {
         throw ApiError.of(

@@ -52,7 +52,8 @@ function validate(q: ListQuery, watch: boolean, watchList: boolean): FieldError[
   const errs: FieldError[] = []
   const match = q.resourceVersionMatch
   if (watch && watchList) {
-    if (q.sendInitialEvents !== undefined && match !== 'NotOlderThan') errs.push(forbidden(rvm, 'sendInitialEvents requires setting resourceVersionMatch to NotOlderThan'))
+    if (q.sendInitialEvents !== undefined && match !== 'NotOlderThan')
+      errs.push(forbidden(rvm, 'sendInitialEvents requires setting resourceVersionMatch to NotOlderThan'))
     if (match) {
       if (q.sendInitialEvents === undefined) errs.push(forbidden(rvm, 'resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided'))
       if (match !== 'NotOlderThan') errs.push(notSupported(rvm, match, ['NotOlderThan']))

@@ -193,7 +193,23 @@ export function keyOf(namespace: string | undefined, name: string): string {
   return namespace ? `${namespace}/${name}` : name
 }
 
-const metaOrder = ['name', 'generateName', 'namespace', 'selfLink', 'uid', 'resourceVersion', 'generation', 'creationTimestamp', 'deletionTimestamp', 'deletionGracePeriodSeconds', 'labels', 'annotations', 'ownerReferences', 'finalizers', 'managedFields']
+const metaOrder = [
+  'name',
+  'generateName',
+  'namespace',
+  'selfLink',
+  'uid',
+  'resourceVersion',
+  'generation',
+  'creationTimestamp',
+  'deletionTimestamp',
+  'deletionGracePeriodSeconds',
+  'labels',
+  'annotations',
+  'ownerReferences',
+  'finalizers',
+  'managedFields',
+]
 
 function ordered(obj: Record<string, any>, first: string[]): Record<string, any> {
   const out: Record<string, any> = {}

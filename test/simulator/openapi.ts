@@ -15,7 +15,11 @@ export function openapiIndex(registry: ResourceRegistry): any {
   for (const { group, versions } of registry.groups()) {
     for (const version of versions) {
       const p = gvPath(group, version)
-      const hash = createHash('sha256').update(JSON.stringify(openapiDocument(registry, p))).digest('hex').slice(0, 32).toUpperCase()
+      const hash = createHash('sha256')
+        .update(JSON.stringify(openapiDocument(registry, p)))
+        .digest('hex')
+        .slice(0, 32)
+        .toUpperCase()
       paths[p] = { serverRelativeURL: `/openapi/v3/${p}?hash=${hash}` }
     }
   }

@@ -111,12 +111,19 @@ export function watchEventBytes(event: unknown, output: Output): Buffer | string
   try {
     return encodeWatchEvent(type, encodeLenient(object).body)
   } catch (err) {
-    return encodeWatchEvent('ERROR', encodeBody(failure(500, `Internal error occurred: unable to encode watch object: ${(err as Error).message}`, 'InternalError')))
+    return encodeWatchEvent(
+      'ERROR',
+      encodeBody(failure(500, `Internal error occurred: unable to encode watch object: ${(err as Error).message}`, 'InternalError')),
+    )
   }
 }
 
 const unsupported = () =>
-  ApiError.of(415, 'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml', 'UnsupportedMediaType')
+  ApiError.of(
+    415,
+    'the body of the request was in an unknown format - accepted media types include: application/json, application/yaml',
+    'UnsupportedMediaType',
+  )
 
 /** Go's summarizeData: the first bytes of a body, hex, for a decode error. */
 function summary(body: Buffer): string {

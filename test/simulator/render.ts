@@ -35,7 +35,10 @@ function parseAccept(accept: string): Clause[] {
       const eq = kv.indexOf('=')
       if (eq <= 0) continue
       const key = kv.slice(0, eq).trim()
-      const value = kv.slice(eq + 1).trim().replace(/^"|"$/g, '')
+      const value = kv
+        .slice(eq + 1)
+        .trim()
+        .replace(/^"|"$/g, '')
       if (key === 'q') clause.q = Number.parseFloat(value) || 0
       else clause.params[key] = value
     }
@@ -179,7 +182,8 @@ export function renderList(entry: ResourceEntry, result: ListResult, output: Out
 
 /** A BOOKMARK's object: kind, apiVersion, the resourceVersion, and the zero values Go would encode. */
 export function bookmarkObject(entry: ResourceEntry, rv: string, output: Output): any {
-  if (output.kind === 'partial') return { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: { resourceVersion: rv, creationTimestamp: null } }
+  if (output.kind === 'partial')
+    return { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: { resourceVersion: rv, creationTimestamp: null } }
   if (output.kind === 'table') return { kind: 'Table', apiVersion: 'meta.k8s.io/v1', metadata: { resourceVersion: rv }, columnDefinitions: [], rows: [] }
   if (entry.custom) return { apiVersion: entry.apiVersion, kind: entry.kind, metadata: { resourceVersion: rv } }
   return { kind: entry.kind, apiVersion: entry.apiVersion, metadata: { resourceVersion: rv, creationTimestamp: null }, ...structuredClone(entry.bookmarkZero) }

@@ -114,7 +114,11 @@ export class ApiServerSimulator {
     const now = Date.now()
     const signerCa =
       options.signerCa ??
-      (await createCertificateAuthority({ commonName: `simulator-csr-signer@${Math.floor(now / 1000)}`, notBefore: new Date(now - clockSkewAllowanceMs), notAfter: new Date(now + 10 * 365 * 86_400_000) }))
+      (await createCertificateAuthority({
+        commonName: `simulator-csr-signer@${Math.floor(now / 1000)}`,
+        notBefore: new Date(now - clockSkewAllowanceMs),
+        notAfter: new Date(now + 10 * 365 * 86_400_000),
+      }))
     const sim = new ApiServerSimulator(options, signerCa)
     await sim.listen(options.port ?? 0)
     return sim
@@ -359,7 +363,12 @@ export class ApiServerSimulator {
     if (!user) throw new ApiError(failure(401, 'Unauthorized', 'Unauthorized'))
     if (info.isResourceRequest) {
       const bookmarkIntervalMs = this.options.bookmarkIntervalMs ?? 5000
-      return handleResource({ cluster: this.cluster, user, bookmarkIntervalMs, watchList: this.options.watchList ?? true, watches: this.watches }, req, res, info)
+      return handleResource(
+        { cluster: this.cluster, user, bookmarkIntervalMs, watchList: this.options.watchList ?? true, watches: this.watches },
+        req,
+        res,
+        info,
+      )
     }
 
     const path = info.path.replace(/\/+$/, '') || '/'
@@ -394,7 +403,9 @@ export class ApiServerSimulator {
     if (this.fault === 'hang') return
     if (!this.authorize(req, new URL(req.url ?? '/', 'http://simulator').pathname)) {
       const body = JSON.stringify(failure(401, 'Unauthorized', 'Unauthorized'))
-      socket.end(`HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
+      socket.end(
+        `HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      )
       return
     }
     echoUpgrade(this.wss, req, socket, head, () => this.fault === 'blackhole')

@@ -135,7 +135,13 @@ export class CsrController {
     const status =
       'certificate' in outcome
         ? { ...csr.status, certificate: Buffer.from(outcome.certificate).toString('base64') }
-        : { ...csr.status, conditions: [...csr.status.conditions, { type: 'Failed', status: 'True', reason: 'SignerValidationFailure', message: outcome.failure, lastUpdateTime: now() }] }
+        : {
+            ...csr.status,
+            conditions: [
+              ...csr.status.conditions,
+              { type: 'Failed', status: 'True', reason: 'SignerValidationFailure', message: outcome.failure, lastUpdateTime: now() },
+            ],
+          }
     this.cluster.update(this.entry, { ...csr, status }, { subresource: 'status', programmatic: true })
   }
 }

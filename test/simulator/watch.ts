@@ -96,7 +96,12 @@ export class WatchStream {
 
   private matches(obj: any): boolean {
     const p = this.params
-    return matches(obj, { namespace: p.entry.namespaced ? p.namespace : undefined, name: p.name, labelSelector: p.labelSelector, fieldSelector: p.fieldSelector })
+    return matches(obj, {
+      namespace: p.entry.namespaced ? p.namespace : undefined,
+      name: p.name,
+      labelSelector: p.labelSelector,
+      fieldSelector: p.fieldSelector,
+    })
   }
 
   private onEvent(ev: StoreEvent): void {
