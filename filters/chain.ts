@@ -3,10 +3,10 @@
 // pure step over one object; this is the plumbing around them: decode once, run the steps, encode
 // only when something changed (the apiserver's own bytes otherwise), and never let a step's
 // failure take the response down (the object passes as it is, and the failure is reported).
-import type { WireFormat } from '../lib/cache/types.ts'
 import { assembleList, decodeUnknown, decodeWatchEvent, encodeUnknown, encodeWatchEvent, isProtobuf, splitList } from '../lib/codec/protobuf.ts'
 import { eachMember, elementRanges, isObjectAt, memberRanges, objectMembers, skipValue, spliceArray, stringAt } from '../lib/codec/json-scan.ts'
 import type { Range } from '../lib/codec/json-scan.ts'
+import type { WireFormat } from '../lib/api/wire-format.ts'
 
 /** One filter, bound to its context for this request. */
 export interface Step {

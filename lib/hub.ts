@@ -22,7 +22,7 @@ import { createMetrics } from './observe/metrics.ts'
 import { TopologySource } from './topology/source.ts'
 import { FilterRegistry } from '../filters/registry.ts'
 import { FilteredWatches } from './watch/refilter.ts'
-import { WatchCaches } from './watch/registry.ts'
+import { WatchCaches } from './watch/watch-caches.ts'
 import type { Metrics } from './observe/metrics.ts'
 
 export interface Hub {

@@ -8,9 +8,11 @@ import path from 'node:path'
 import { pino } from 'pino'
 import { DiskCache } from '../lib/cache/disk.ts'
 import { CacheStore } from '../lib/cache/store.ts'
-import { Recorder, resourceKeyOf, scopeOf } from '../lib/cache/recorder.ts'
+import { Recorder } from '../lib/cache/recorder.ts'
 import { classify } from '../lib/api/requestinfo.ts'
 import { capturingLogger } from './helpers/hub.ts'
+import { scopeOf } from '../lib/cache/scope.ts'
+import { resourceKeyOf } from '../lib/cache/types.ts'
 
 const kubelet = 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89'
 const limit = 64 * 1024

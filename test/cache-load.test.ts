@@ -4,9 +4,10 @@
 import t from 'tap'
 import { pino } from 'pino'
 import { DiskCache } from '../lib/cache/disk.ts'
-import { CacheStore, parseScope } from '../lib/cache/store.ts'
+import { CacheStore } from '../lib/cache/store.ts'
 import type { CachedObject, ResourceKey } from '../lib/cache/types.ts'
 import { tempDir } from './helpers/temp-dirs.ts'
+import { parseScope } from '../lib/cache/scope.ts'
 
 const log = pino({ level: 'silent' })
 const all = parseScope({ namespace: '', labelSelector: '', fieldSelector: '' })

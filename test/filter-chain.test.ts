@@ -13,9 +13,9 @@ import { FilteredWatch } from '../lib/watch/refilter.ts'
 import { FilterChain } from '../filters/chain.ts'
 import type { Step } from '../filters/chain.ts'
 import { filterEndpointsObject } from '../filters/servicetopology.ts'
-import type { WireFormat } from '../lib/cache/types.ts'
 import { fixtureBytes, recordedAnnotations, recordedContext, watchFrames } from './helpers/fixtures.ts'
 import { seededRandom } from './helpers/random.ts'
+import type { WireFormat } from '../lib/api/wire-format.ts'
 
 function registry(hub: { host: string; port: number } | null = { host: '169.254.2.1', port: 10268 }): FilterRegistry {
   const context = recordedContext('kind-worker2')

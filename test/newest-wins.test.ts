@@ -5,8 +5,9 @@ import t from 'tap'
 import { pino } from 'pino'
 import { WatchCache } from '../lib/watch/cache.ts'
 import type { CacheEvent, CacheListener } from '../lib/watch/cache.ts'
-import { CacheStore, RejectedError, parseScope } from '../lib/cache/store.ts'
+import { CacheStore, RejectedError } from '../lib/cache/store.ts'
 import type { CachedObject, ResourceKey } from '../lib/cache/types.ts'
+import { parseScope } from '../lib/cache/scope.ts'
 
 const log = pino({ level: 'silent' })
 const all = parseScope({ namespace: '', labelSelector: '', fieldSelector: '' })

@@ -6,8 +6,10 @@ import { fixtureBytes, watchFrames } from './helpers/fixtures.ts'
 import { pino } from 'pino'
 import { classify } from '../lib/api/requestinfo.ts'
 import { CacheStore } from '../lib/cache/store.ts'
-import { Recorder, CachePolicy, resourceKeyOf, scopeOf } from '../lib/cache/recorder.ts'
+import { Recorder, CachePolicy } from '../lib/cache/recorder.ts'
 import { decodeUnknown, encodeUnknown, splitList } from '../lib/codec/protobuf.ts'
+import { scopeOf } from '../lib/cache/scope.ts'
+import { resourceKeyOf } from '../lib/cache/types.ts'
 
 const fixture = fixtureBytes
 const kubeProxy = 'kube-proxy/v1.24.0+0 (linux/amd64) kubernetes/2cc6ddc'

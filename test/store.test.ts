@@ -6,8 +6,10 @@ import os from 'node:os'
 import path from 'node:path'
 import { pino } from 'pino'
 import { DiskCache } from '../lib/cache/disk.ts'
-import { CacheStore, numericVersion, parseScope } from '../lib/cache/store.ts'
+import { CacheStore } from '../lib/cache/store.ts'
 import type { CachedObject, ResourceKey } from '../lib/cache/types.ts'
+import { parseScope } from '../lib/cache/scope.ts'
+import { numericVersion } from '../lib/cache/versions.ts'
 
 const log = pino({ level: 'silent' })
 const key: ResourceKey = { component: 'kubelet', group: '', version: 'v1', resource: 'configmaps' }

@@ -11,12 +11,13 @@ import path from 'node:path'
 import { pino } from 'pino'
 import { request } from 'undici'
 import { DiskCache } from '../lib/cache/disk.ts'
-import { CacheStore, parseScope } from '../lib/cache/store.ts'
+import { CacheStore } from '../lib/cache/store.ts'
 import type { CachedObject, ResourceKey } from '../lib/cache/types.ts'
 import { classify } from '../lib/api/requestinfo.ts'
 import { WatchCache } from '../lib/watch/cache.ts'
 import { serveFromCache } from '../lib/watch/serve.ts'
-import type { WatchCaches } from '../lib/watch/registry.ts'
+import type { WatchCaches } from '../lib/watch/watch-caches.ts'
+import { parseScope } from '../lib/cache/scope.ts'
 
 const log = pino({ level: 'silent' })
 const key: ResourceKey = { component: 'shared-json', group: '', version: 'v1', resource: 'configmaps' }

@@ -3,8 +3,7 @@
 // per line; protobuf watches are a 4-byte big-endian length followed by a WatchEvent.
 import { Transform } from 'node:stream'
 import type { TransformCallback } from 'node:stream'
-
-export type WatchFraming = 'json' | 'protobuf'
+import type { WireFormat } from './wire-format.ts'
 
 const newline = 0x0a
 /** A single event larger than this is a broken stream, not an object (the apiserver caps objects at ~1.5 MiB in etcd). */
@@ -17,7 +16,7 @@ export class FrameTooLargeError extends Error {
   }
 }
 
-export function framingOf(contentType: string | undefined): WatchFraming | undefined {
+export function framingOf(contentType: string | undefined): WireFormat | undefined {
   if (!contentType) return undefined
   const type = contentType.toLowerCase()
   if (type.startsWith('application/vnd.kubernetes.protobuf')) return 'protobuf'
@@ -30,7 +29,7 @@ export class WatchFrameSplitter extends Transform {
   private pending: Buffer[] = []
   private pendingBytes = 0
 
-  constructor(private readonly framing: WatchFraming) {
+  constructor(private readonly framing: WireFormat) {
     // object mode on the readable side keeps frames apart instead of letting reads coalesce them
     super({ readableObjectMode: true, readableHighWaterMark: 16 })
   }
@@ -115,7 +114,7 @@ const protobufBookmarkType = Buffer.from('BOOKMARK')
  * Whether a frame is a BOOKMARK. The apiserver writes the event type first (JSON's "type" member,
  * protobuf's field 1), so a look at the first bytes answers; other JSON layouts are parsed.
  */
-export function isBookmark(framing: WatchFraming, frame: Buffer): boolean {
+export function isBookmark(framing: WireFormat, frame: Buffer): boolean {
   if (framing === 'protobuf') return frame[4] === 0x0a && frame[5] === protobufBookmarkType.length && frame.subarray(6, 14).equals(protobufBookmarkType)
   if (frame.subarray(0, jsonBookmarkPrefix.length).equals(jsonBookmarkPrefix)) return true
   if (frame.subarray(0, jsonTypePrefix.length).equals(jsonTypePrefix)) return false

@@ -1,8 +1,8 @@
+import type { WireFormat } from './wire-format.ts'
 // The apiserver's content negotiation, for answers the hub gives itself (from its cache): the
 // client's Accept ranges in order of preference (q values respected), `*/*` meaning JSON, the
 // default serializer; protobuf only for a client that names it. `as=Table` asks for kubectl's
 // Table view.
-import type { WireFormat } from '../cache/types.ts'
 
 export const protobufType = 'application/vnd.kubernetes.protobuf'
 

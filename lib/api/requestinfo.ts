@@ -251,3 +251,17 @@ export function qualifiedResource(info: RequestInfo): string {
 export function isWatch(info: RequestInfo): boolean {
   return info.verb === 'watch'
 }
+
+/**
+ * Whether a list states the present, so its answer may stand for its scope. kube-apiserver reads
+ * the present for resourceVersion unset (etcd), `0` and `NotOlderThan` (the watch cache, never
+ * older than asked); `Exact`, and a legacy `resourceVersion=N` with `limit` (etcd at exactly N),
+ * read the past. A continued list is what its first page was.
+ */
+export function listStatesPresent(info: RequestInfo): boolean {
+  const rv = info.resourceVersion
+  const match = info.query.get('resourceVersionMatch') ?? ''
+  if (match === 'Exact') return false
+  if (match === 'NotOlderThan' || rv === '' || rv === '0') return true
+  return !(Number(info.query.get('limit')) > 0)
+}

@@ -1,9 +1,9 @@
 // BOOKMARK events of the hub's own making (offline watches): the object carries only its kind and a
 // resourceVersion, plus, at the end of WatchList's initial events, the annotation
 // `k8s.io/initial-events-end: "true"` that tells a client-go reflector it is in sync.
-import type { WireFormat } from './types.ts'
 import { encodeUnknown, encodeWatchEvent } from '../codec/protobuf.ts'
 import { lenFieldSize, writeLenHeader, writeStringField } from '../codec/wire.ts'
+import type { WireFormat } from '../api/wire-format.ts'
 
 export const initialEventsEndAnnotation = 'k8s.io/initial-events-end'
 

@@ -3,15 +3,20 @@
 // present: a list read at a past resourceVersion is relayed, never kept as the scope. A recording
 // failure is logged and never fails the client's request: the cache is a copy, the answer is the
 // apiserver's.
+import { resourceKeyOf } from './types.ts'
+import { scopeOf } from './scope.ts'
+import { listStatesPresent } from '../api/requestinfo.ts'
 import type { Logger } from 'pino'
 import type { RequestInfo } from '../api/requestinfo.ts'
 import { queryFlag } from '../api/requestinfo.ts'
-import type { ResourceKey, CachedObject, WireFormat } from './types.ts'
-import { CacheStore, RejectedError, parseScope, vouchedFields } from './store.ts'
-import type { ParsedScope } from './store.ts'
+import type { ResourceKey, CachedObject } from './types.ts'
+import { CacheStore, RejectedError } from './store.ts'
 import { decodeEvent, decodeList, decodeObject } from './decode.ts'
 import type { DecodedEvent } from './decode.ts'
 import { documentFor, documentsKey } from './documents.ts'
+import { parseScope, vouchedFields } from './scope.ts'
+import type { ParsedScope } from './scope.ts'
+import type { WireFormat } from '../api/wire-format.ts'
 
 export const defaultCachedComponents = ['kubelet', 'kube-proxy', 'coredns', 'flanneld', 'outpost']
 
@@ -72,28 +77,6 @@ export function isCachedKind(info: RequestInfo): boolean {
 /** A create, update or patch of a cached resource that really writes (not a dry run). */
 export function isRecordedWrite(info: RequestInfo): boolean {
   return writeVerbs.has(info.verb) && isCachedResource(info) && !info.query.has('dryRun')
-}
-
-/**
- * Whether a list states the present, so its answer may stand for its scope. kube-apiserver reads
- * the present for resourceVersion unset (etcd), `0` and `NotOlderThan` (the watch cache, never
- * older than asked); `Exact`, and a legacy `resourceVersion=N` with `limit` (etcd at exactly N),
- * read the past. A continued list is what its first page was.
- */
-export function listStatesPresent(info: RequestInfo): boolean {
-  const rv = info.resourceVersion
-  const match = info.query.get('resourceVersionMatch') ?? ''
-  if (match === 'Exact') return false
-  if (match === 'NotOlderThan' || rv === '' || rv === '0') return true
-  return !(Number(info.query.get('limit')) > 0)
-}
-
-export function resourceKeyOf(info: RequestInfo): ResourceKey {
-  return { component: info.component, group: info.apiGroup, version: info.apiVersion, resource: info.resource }
-}
-
-export function scopeOf(info: RequestInfo): ParsedScope {
-  return parseScope({ namespace: info.namespace, labelSelector: info.labelSelector, fieldSelector: info.fieldSelector })
 }
 
 interface PendingPages {

@@ -3,6 +3,7 @@
 // narrower ones (a list of everything answers for one namespace; kubelet's `spec.nodeName=<node>`
 // list does not answer for all pods), and remembers through which scopes each object arrived, so
 // a DELETED seen through one scope does not take the object from another that still holds it.
+import type { RequestInfo } from '../api/requestinfo.ts'
 import { matchesLabels, parseFieldSelector, parseLabelSelector } from '../api/selectors.ts'
 import type { FieldSelector, LabelRequirement, LabelSelector, FieldRequirement } from '../api/selectors.ts'
 
@@ -118,4 +119,8 @@ export function describeScope(scope: Scope): string {
     scope.fieldSelector && `fieldSelector=${scope.fieldSelector}`,
   ].filter(Boolean)
   return parts.length > 0 ? parts.join(' ') : 'all'
+}
+
+export function scopeOf(info: RequestInfo): ParsedScope {
+  return parseScope({ namespace: info.namespace, labelSelector: info.labelSelector, fieldSelector: info.fieldSelector })
 }

@@ -20,12 +20,6 @@ import { isNotOlder, newestOf, numericVersion } from './versions.ts'
 import { Persister } from './persist.ts'
 import { LoadGate } from './load-gate.ts'
 
-export { describeScope, parseScope, vouchedFields } from './scope.ts'
-export type { ParsedScope, Scope } from './scope.ts'
-export { Collection } from './collection.ts'
-export type { ListedScope, Origin, StoredMeta } from './collection.ts'
-export { numericVersion } from './versions.ts'
-
 export interface StoreOptions {
   /** bytes of object bodies kept in memory; the rest is read back from disk when asked for */
   maxBodyBytes?: number

@@ -1,8 +1,9 @@
 // A cached object in the other wire format, for the kinds the hub knows field by field
 // (lib/codec/typed.ts): the JSON the apiserver would have sent for a protobuf object kube-proxy
 // cached, or the protobuf for a JSON one. Anything else cannot be translated: the caller says so.
-import type { CachedObject, WireFormat } from './types.ts'
+import type { CachedObject } from './types.ts'
 import { decodeObject, encodeObject, isTypedKind } from '../codec/typed.ts'
+import type { WireFormat } from '../api/wire-format.ts'
 
 export function canTranslate(object: Pick<CachedObject, 'apiVersion' | 'kind'>): boolean {
   return isTypedKind(object.apiVersion, object.kind)

@@ -1,7 +1,7 @@
 // What the cache holds, shared by the recorder (fills it), the store (indexes it), the disk layer
 // (persists it) and the offline server (answers from it).
-
-export type WireFormat = 'json' | 'protobuf'
+import type { RequestInfo } from '../api/requestinfo.ts'
+import type { WireFormat } from '../api/wire-format.ts'
 
 /** Which cached collection an object belongs to: one component's view of one resource. */
 export interface ResourceKey {
@@ -68,4 +68,8 @@ export const clusterScopeDir = '_cluster'
  */
 export function objectKey(namespace: string, name: string): string {
   return [namespace, name].join('/')
+}
+
+export function resourceKeyOf(info: RequestInfo): ResourceKey {
+  return { component: info.component, group: info.apiGroup, version: info.apiVersion, resource: info.resource }
 }

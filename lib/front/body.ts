@@ -1,7 +1,6 @@
 // Request bodies are small (the apiserver refuses more than 3 MiB) and are read whole, so a
 // request can be retried on the next apiserver after a connection failure.
 import type { IncomingMessage } from 'node:http'
-import type { Readable } from 'node:stream'
 
 export class BodyTooLargeError extends Error {
   constructor(readonly limit: number) {
@@ -56,11 +55,4 @@ export function readBody(req: IncomingMessage, limit: number, idleMs = 0): Promi
     req.on('data', onData).on('end', onEnd).on('error', onError)
     arm()
   })
-}
-
-/** A whole response body (lists are bounded; the caller decides what is too big to buffer). */
-export async function readAll(stream: Readable): Promise<Buffer> {
-  const chunks: Buffer[] = []
-  for await (const chunk of stream) chunks.push(chunk as Buffer)
-  return Buffer.concat(chunks)
 }

@@ -7,7 +7,6 @@ import type { CacheStore } from '../cache/store.ts'
 import { clusterScopeDir, resourceDirName } from '../cache/types.ts'
 import type { CachedObject, ResourceKey } from '../cache/types.ts'
 import { validPathComponent } from '../cache/disk.ts'
-import { describeScope, numericVersion, parseScope } from '../cache/store.ts'
 import { objectMeta } from '../codec/protobuf.ts'
 import { asJson } from '../cache/translate.ts'
 import { builtinShortNames, resolveResourceName } from '../api/resource-names.ts'
@@ -19,6 +18,8 @@ import type { TopologySource } from '../topology/source.ts'
 import type { HealthChecker } from '../upstream/health.ts'
 import { sliceOf, topologyReport } from '../topology/report.ts'
 import type { ServiceSlices } from '../topology/report.ts'
+import { describeScope, parseScope } from '../cache/scope.ts'
+import { numericVersion } from '../cache/versions.ts'
 
 export interface AdminOptions {
   log: Logger

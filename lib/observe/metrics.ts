@@ -3,9 +3,9 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { qualifiedResource } from '../api/requestinfo.ts'
 import type { RequestInfo } from '../api/requestinfo.ts'
-import type { Collection } from '../cache/store.ts'
-import type { WatchCacheObserver } from '../watch/registry.ts'
+import type { WatchCacheObserver } from '../watch/watch-caches.ts'
 import { resourceDirName } from '../cache/types.ts'
+import type { Collection } from '../cache/collection.ts'
 
 /** who answered: an apiserver, the cache, or the hub itself (a refusal, a Lease acknowledged offline, a 413) */
 export type Source = 'cloud' | 'cache' | 'hub'
@@ -46,7 +46,7 @@ export interface RequestObserver {
   refiltered?(count: number): void
 }
 
-/** What the shared watch caches say of themselves (lib/watch/registry.ts describe()). */
+/** What the shared watch caches say of themselves (lib/watch/watch-caches.ts describe()). */
 export interface WatchCacheState {
   resource: string
   scope: string

@@ -16,7 +16,7 @@ import { objectMeta } from '../codec/protobuf.ts'
 import { memberRanges } from '../codec/json-scan.ts'
 import { nodePoolLabel, topologyAnnotation } from '../../filters/topology.ts'
 import type { TopologyContext } from '../../filters/topology.ts'
-import { numericVersion } from '../cache/store.ts'
+import { numericVersion } from '../cache/versions.ts'
 
 /** Where the context is kept between runs (DiskCache.writeState / readState). */
 export interface StateStore {

@@ -9,7 +9,7 @@ import tls from 'node:tls'
 import type { ConnectionOptions } from 'node:tls'
 import type { UpstreamCredentials } from './kubeconfig.ts'
 import { hubUserAgent } from '../config.ts'
-import { readAll } from '../front/body.ts'
+import { readAll } from './read-all.ts'
 
 export interface UpstreamRequest {
   method: string

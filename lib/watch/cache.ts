@@ -11,9 +11,8 @@
 // (etcd restored from a backup): the cache takes it as it is and ends every watcher with 410 Expired,
 // as the apiserver's own watchers end, so each client lists again. A cache takes only its resource's kind.
 import type { Logger } from 'pino'
-import type { CachedObject, ResourceKey, WireFormat } from '../cache/types.ts'
+import type { CachedObject, ResourceKey } from '../cache/types.ts'
 import type { CacheStore } from '../cache/store.ts'
-import { numericVersion } from '../cache/store.ts'
 import type { ParsedScope } from '../cache/scope.ts'
 import { vouchedFields } from '../cache/scope.ts'
 import { storageKey } from '../api/continue-token.ts'
@@ -21,6 +20,8 @@ import { apiVersionOf, builtinKind, kindProblem } from '../api/kinds.ts'
 import { isNotOlder, newestOf } from '../cache/versions.ts'
 import type { EventType, ReflectorSink } from './reflector.ts'
 import { EventWindow } from './event-window.ts'
+import { numericVersion } from '../cache/versions.ts'
+import type { WireFormat } from '../api/wire-format.ts'
 
 /** events whose disk write may be under way before the reflector is held back */
 const maxInFlight = 4096

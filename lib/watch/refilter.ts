@@ -15,13 +15,13 @@
 // stream to move on (the hub asks the apiserver for BOOKMARKs, about one a minute). After
 // `deferMs` it goes out anyway at the version the client holds (client-go, which kube-proxy,
 // coredns and nginx-ingress-controller use, takes that), and once more when the stream moves on.
-import type { WireFormat } from '../cache/types.ts'
 import type { CachedObject } from '../cache/types.ts'
 import type { ResponseFilter } from '../../filters/registry.ts'
 import { decodeUnknown, decodeWatchEvent, encodeUnknown, encodeWatchEvent, objectMeta, withResourceVersion } from '../codec/protobuf.ts'
 import { memberRanges, watchEventRanges } from '../codec/json-scan.ts'
-import { numericVersion } from '../cache/store.ts'
 import type { RequestInfo } from '../api/requestinfo.ts'
+import { numericVersion } from '../cache/versions.ts'
+import type { WireFormat } from '../api/wire-format.ts'
 
 interface Tracked {
   apiVersion: string

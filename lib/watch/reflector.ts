@@ -15,10 +15,11 @@ import type { Upstream } from '../upstream/upstream.ts'
 import type { LiveStreams } from './streams.ts'
 import { WatchFrameSplitter, framingOf } from '../api/frames.ts'
 import { SilenceGuard } from './pipeline.ts'
-import { readAll } from '../front/body.ts'
 import { Backoff } from '../upstream/backoff.ts'
 import { decodeEvent, decodeList } from '../cache/decode.ts'
-import type { CachedObject, WireFormat } from '../cache/types.ts'
+import type { CachedObject } from '../cache/types.ts'
+import type { WireFormat } from '../api/wire-format.ts'
+import { readAll } from '../upstream/read-all.ts'
 
 export type EventType = 'ADDED' | 'MODIFIED' | 'DELETED'
 

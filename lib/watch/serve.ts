@@ -6,16 +6,17 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { RequestInfo } from '../api/requestinfo.ts'
 import { queryFlag } from '../api/requestinfo.ts'
-import type { WireFormat } from '../cache/types.ts'
 import type { ResponseFilter } from '../../filters/registry.ts'
-import { listStatesPresent, scopeOf } from '../cache/recorder.ts'
 import { listBody, paginate } from '../cache/offline.ts'
 import { contentTypeOf, wantedRepresentations } from '../api/negotiate.ts'
 import { failure, tooLargeResourceVersion } from '../api/status.ts'
 import { sendStatus } from '../front/respond.ts'
 import type { WatchCache } from './cache.ts'
-import type { WatchCaches } from './registry.ts'
+import type { WatchCaches } from './watch-caches.ts'
 import { CacheWatcher } from './watcher.ts'
+import { scopeOf } from '../cache/scope.ts'
+import { listStatesPresent } from '../api/requestinfo.ts'
+import type { WireFormat } from '../api/wire-format.ts'
 
 export interface CacheServeOptions {
   caches: WatchCaches

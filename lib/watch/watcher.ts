@@ -6,7 +6,6 @@
 // sent, and a topology change re-filters it live. A client that does not keep up is closed once
 // its backlog passes a budget, so it never holds the others back; it re-watches from its version.
 import type { ServerResponse } from 'node:http'
-import type { WireFormat } from '../cache/types.ts'
 import type { CachedObject } from '../cache/types.ts'
 import type { ResponseFilter } from '../../filters/registry.ts'
 import { encodeUnknown, encodeWatchEvent } from '../codec/protobuf.ts'
@@ -17,6 +16,7 @@ import { FilteredWatch } from './refilter.ts'
 import { burstWriter } from '../front/respond.ts'
 import { encodeBody } from '../codec/typed.ts'
 import type { CacheEvent, CacheListener, WatchCache } from './cache.ts'
+import type { WireFormat } from '../api/wire-format.ts'
 
 export interface WatcherOptions {
   filter?: ResponseFilter

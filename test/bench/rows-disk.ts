@@ -15,9 +15,11 @@ import { figureRow } from './report.ts'
 import type { Row } from './report.ts'
 import { DiskCache } from '../../lib/cache/disk.ts'
 import { CacheStore } from '../../lib/cache/store.ts'
-import { Recorder, resourceKeyOf, scopeOf } from '../../lib/cache/recorder.ts'
+import { Recorder } from '../../lib/cache/recorder.ts'
 import { classify } from '../../lib/api/requestinfo.ts'
 import type { ChildMessage } from './compaction-kill-child.ts'
+import { scopeOf } from '../../lib/cache/scope.ts'
+import { resourceKeyOf } from '../../lib/cache/types.ts'
 
 const thousands = (n: number): string => n.toLocaleString('en-US')
 const kubelet = 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89'

@@ -10,13 +10,14 @@ import { encodeQuery, resourcePath } from '../api/paths.ts'
 import type { Upstream } from '../upstream/upstream.ts'
 import type { LiveStreams } from './streams.ts'
 import type { CacheStore } from '../cache/store.ts'
-import type { ResourceKey, WireFormat } from '../cache/types.ts'
-import { scopeOf } from '../cache/recorder.ts'
+import type { ResourceKey } from '../cache/types.ts'
 import type { ParsedScope } from '../cache/scope.ts'
 import { describeScope } from '../cache/scope.ts'
 import { WatchCache } from './cache.ts'
 import type { CacheListener } from './cache.ts'
 import { Reflector, jsonAccept, protobufAccept } from './reflector.ts'
+import { scopeOf } from '../cache/scope.ts'
+import type { WireFormat } from '../api/wire-format.ts'
 
 export interface WatchCachesOptions {
   upstream: Upstream
