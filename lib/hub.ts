@@ -21,8 +21,13 @@ import { CachePolicy, Recorder } from './cache/recorder.ts'
 import { createMetrics } from './observe/metrics.ts'
 import { TopologySource } from './topology/source.ts'
 import { FilterRegistry } from '../filters/registry.ts'
-import { FilteredWatches } from './watch/refilter.ts'
+import { FilteredWatches } from './watch/filtered-watches.ts'
+import { RememberedLists } from './watch/remembered-lists.ts'
 import { WatchCaches } from './watch/watch-caches.ts'
+import { Router } from './front/router.ts'
+import { UpstreamAnswerer } from './front/upstream-answerer.ts'
+import { WatchCacheAnswerer } from './front/watch-cache-answerer.ts'
+import { OfflineAnswerer } from './front/offline-answerer.ts'
 import type { Metrics } from './observe/metrics.ts'
 
 export interface Hub {
@@ -204,40 +209,53 @@ async function startWithCache(
     observer: metrics,
   })
   metrics.observeWatchCaches(() => watchCaches.describe())
-  const settleAll = () => {
-    filteredWatches.settleAll()
-    watchCaches.settleAll()
-  }
   // what a filtered watch was shown is worked out before anything the filters read changes: the
   // topology source's own state (live), and the context the filters took from it (until invalidated)
-  topology.on('beforechange', settleAll)
+  topology.on('beforechange', () => filteredWatches.settle())
   topology.on('change', () => {
-    settleAll() // events filtered since the first change were shown with the context about to go
-    filters.invalidate() // first: the re-filters below read the new context
-    const watches = filteredWatches.refilterAll() + watchCaches.refilterAll()
+    const watches = filteredWatches.change(() => filters.invalidate())
     log.info({ pool: topology.nodePool, watches }, 'topology changed')
   })
 
-  const proxyOptions = {
-    upstream,
-    logger: log,
-    maxRequestBodyBytes: config.maxRequestBytes,
-    headerTimeoutMs: config.headerTimeoutMs,
-    idleTimeoutMs: config.idleTimeoutMs,
-    nodeName: config.nodeName,
-    cache: kept ? { recorder, policy: new CachePolicy(config.cacheComponents) } : undefined,
-    // every refusal while the cloud is away says why; with the cache off, that too
-    cloud: { isOnline: () => checker.state === 'online', outage: () => (cacheOff ? `${checker.outage()}; ${cacheOff}` : checker.outage()) },
-    streams,
-    filters,
-    filteredWatches,
-    watchCaches: config.sharedWatches ? watchCaches : undefined,
-    cacheBookmarkIntervalMs: options.cacheBookmarkIntervalMs,
+  // each source of answers built once, with what it uses; the router tries them in the plan's order
+  const outage = () => (cacheOff ? `${checker.outage()}; ${cacheOff}` : checker.outage())
+  const router = new Router({
+    answerers: {
+      'watch-cache': config.sharedWatches
+        ? new WatchCacheAnswerer({ caches: watchCaches, filteredWatches, streams, observer: metrics, bookmarkIntervalMs: options.cacheBookmarkIntervalMs })
+        : undefined,
+      upstream: new UpstreamAnswerer({
+        upstream,
+        log,
+        recorder: kept ? recorder : undefined,
+        filteredWatches,
+        rememberedLists: new RememberedLists(),
+        streams,
+        observer: metrics,
+        watchSilenceMs: config.watchSilenceTimeoutMs,
+      }),
+      // every refusal while the cloud is away says why; with the cache off, that too
+      offline: new OfflineAnswerer({
+        store: kept,
+        nodeName: config.nodeName,
+        outage,
+        streams,
+        observer: metrics,
+        bookmarkIntervalMs: options.offlineBookmarkIntervalMs ?? 10_000,
+      }),
+    },
+    sources: {
+      cloud: { isOnline: () => checker.state === 'online' },
+      caching: kept ? new CachePolicy(config.cacheComponents) : undefined,
+      watchCaches: config.sharedWatches ? watchCaches : undefined,
+      filters,
+    },
+    log,
     observer: metrics,
-    offlineBookmarkIntervalMs: options.offlineBookmarkIntervalMs ?? 10_000,
-    watchSilenceMs: config.watchSilenceTimeoutMs,
-  }
-  const proxy = createProxyServer(proxyOptions)
+    body: { maxBytes: config.maxRequestBytes, idleMs: config.headerTimeoutMs },
+  })
+  const limits = { headerTimeoutMs: config.headerTimeoutMs, idleTimeoutMs: config.idleTimeoutMs }
+  const proxy = createProxyServer({ ...limits, handle: router.handlerFor(), upgrades: { upstream }, logger: log })
   const api: ApiCaller = (method, path, body) => upstream.callJson(method, path, body)
   let secure: SecurePort | undefined
   const admin = createAdminServer({
@@ -260,7 +278,7 @@ async function startWithCache(
     await topology.start()
     await proxy.listen({ host: config.bindAddress, port: config.port })
     await admin.listen({ host: config.adminAddress, port: config.adminPort })
-    if (config.securePort !== null) secure = await startSecurePort(config, log, proxyOptions, api, options.timing)
+    if (config.securePort !== null) secure = await startSecurePort(config, log, { router, upstream, limits }, api, options.timing)
   } catch (error) {
     health.stop()
     await topology.stop()

@@ -1,5 +1,5 @@
-// Every request's plan, as a table: who answers it, what is recorded, whether it is filtered, and
-// whether an unreachable cloud falls back to the cache.
+// Every request's plan, as a table: who may answer it and in what order (the disk cache after the
+// apiserver: an unreachable cloud falls back to it), what is recorded, whether it is filtered.
 import t from 'tap'
 import { planRequest, shapeOf } from '../lib/front/plan.ts'
 import type { PlanFacts } from '../lib/front/plan.ts'
@@ -21,53 +21,53 @@ t.test('plans', async t => {
     [
       "kube-proxy's slice watch: the shared watch cache",
       { watchCache: true, cacheable: true, cachedKind: true, filtered: true },
-      { route: 'watch-cache', actsAsNode: true, record: 'objects', filter: true, fallback: true },
+      { routes: ['watch-cache', 'upstream', 'offline'], actsAsNode: true, online: true, record: 'objects', filter: true },
     ],
     [
       'the same offline: still the watch cache (it holds on through outages)',
       { watchCache: true, online: false, cachedKind: true },
-      { route: 'watch-cache', actsAsNode: true, record: undefined, filter: false, fallback: true },
+      { routes: ['watch-cache', 'offline'], actsAsNode: true, online: false, record: undefined, filter: false },
     ],
     [
       "kubelet's configmap get: upstream, recorded",
       { cacheable: true, cachedKind: true },
-      { route: 'upstream', actsAsNode: true, record: 'objects', filter: false, fallback: true },
+      { routes: ['upstream', 'offline'], actsAsNode: true, online: true, record: 'objects', filter: false },
     ],
     [
       "kubectl's configmap get: upstream, not recorded, answered from the cache if the cloud fails",
       { cachedKind: true },
-      { route: 'upstream', actsAsNode: true, record: undefined, filter: false, fallback: true },
+      { routes: ['upstream', 'offline'], actsAsNode: true, online: true, record: undefined, filter: false },
     ],
     [
       'a discovery document: recorded for every node client',
       { document: true },
-      { route: 'upstream', actsAsNode: true, record: 'document', filter: false, fallback: true },
+      { routes: ['upstream', 'offline'], actsAsNode: true, online: true, record: 'document', filter: false },
     ],
-    ['a write: upstream, nothing recorded, no fallback', {}, { route: 'upstream', actsAsNode: true, record: undefined, filter: false, fallback: false }],
+    ['a write: upstream, nothing recorded, no fallback', {}, { routes: ['upstream'], actsAsNode: true, online: true, record: undefined, filter: false }],
     [
       "kubelet's Lease create: upstream, its answer recorded (kubelet reads it back after a restart), no fallback",
       { recordedWrite: true },
-      { route: 'upstream', actsAsNode: true, record: 'objects', filter: false, fallback: false },
+      { routes: ['upstream'], actsAsNode: true, online: true, record: 'objects', filter: false },
     ],
     [
       'the same write with a token: not recorded for the node',
       { actsAsNode: false, recordedWrite: true },
-      { route: 'upstream', actsAsNode: false, record: undefined, filter: false, fallback: false },
+      { routes: ['upstream'], actsAsNode: false, online: true, record: undefined, filter: false },
     ],
     [
       'offline: the disk cache',
       { online: false, cachedKind: true, cacheable: true },
-      { route: 'offline', actsAsNode: true, record: 'objects', filter: false, fallback: true },
+      { routes: ['offline'], actsAsNode: true, online: false, record: 'objects', filter: false },
     ],
     [
       'a token: never the caches, never recorded, never a fallback',
       { actsAsNode: false, watchCache: true, cacheable: true, cachedKind: true, document: false, filtered: true },
-      { route: 'upstream', actsAsNode: false, record: undefined, filter: true, fallback: false },
+      { routes: ['upstream'], actsAsNode: false, online: true, record: undefined, filter: true },
     ],
     [
       'a token offline: the offline path, which refuses it',
       { actsAsNode: false, online: false, cachedKind: true },
-      { route: 'offline', actsAsNode: false, record: undefined, filter: false, fallback: false },
+      { routes: ['offline'], actsAsNode: false, online: false, record: undefined, filter: false },
     ],
   ]
   for (const [name, facts, want] of cases) t.same(planRequest({ ...base, ...facts }), want, name)

@@ -13,6 +13,7 @@ import { FilteredWatch } from '../lib/watch/refilter.ts'
 import { classify } from '../lib/api/requestinfo.ts'
 import { decodeUnknown, decodeWatchEvent, objectMeta } from '../lib/codec/protobuf.ts'
 import { streamWatch } from '../lib/watch/pipeline.ts'
+import { responseSink } from '../lib/front/respond.ts'
 import { WatchFrameSplitter } from '../lib/api/frames.ts'
 import type { CachedObject } from '../lib/cache/types.ts'
 
@@ -128,7 +129,8 @@ t.test('through the pipeline, a re-filter waiting behind a slow frame uses that 
   let watch!: FilteredWatch
   const server = http.createServer((_req, res) => {
     res.writeHead(200, { 'content-type': 'application/json' })
-    void streamWatch(upstream, new WatchFrameSplitter('json'), res, {
+    res.flushHeaders() // the head is the caller's: streamWatch writes frames only
+    void streamWatch(upstream, new WatchFrameSplitter('json'), responseSink(res), {
       prepare: () => {
         steps.push('frame waits for the disk')
         frameWaiting()

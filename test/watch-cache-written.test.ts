@@ -15,7 +15,10 @@ import { CacheStore } from '../lib/cache/store.ts'
 import type { CachedObject, ResourceKey } from '../lib/cache/types.ts'
 import { classify } from '../lib/api/requestinfo.ts'
 import { WatchCache } from '../lib/watch/cache.ts'
-import { serveFromCache } from '../lib/watch/serve.ts'
+import { Router } from '../lib/front/router.ts'
+import { WatchCacheAnswerer } from '../lib/front/watch-cache-answerer.ts'
+import { FilteredWatches } from '../lib/watch/filtered-watches.ts'
+import { LiveStreams } from '../lib/watch/streams.ts'
 import type { WatchCaches } from '../lib/watch/watch-caches.ts'
 import { parseScope } from '../lib/cache/scope.ts'
 
@@ -50,7 +53,19 @@ async function heldStore(t: Test) {
 
 async function serving(t: Test, cache: WatchCache): Promise<string> {
   const caches = { cacheFor: () => cache } as unknown as WatchCaches
-  const server = http.createServer((req, res) => void serveFromCache(classify(req.method!, req.url!, 'kube-proxy/v1.31.0'), req, res, true, { caches }))
+  // the watch cache as the hub's router reaches it, for a client acting as the node, online
+  const answerer = new WatchCacheAnswerer({ caches, filteredWatches: new FilteredWatches(), streams: new LiveStreams() })
+  const router = new Router({
+    answerers: { 'watch-cache': answerer },
+    sources: { cloud: { isOnline: () => true }, caching: undefined, watchCaches: { serves: () => true }, filters: { forRequest: () => undefined } },
+    log,
+    body: { maxBytes: 1024, idleMs: 1_000 },
+  })
+  const handle = router.handlerFor()
+  const server = http.createServer((req, res) => {
+    req.headers['user-agent'] ??= 'kube-proxy/v1.31.0'
+    void handle(req, res)
+  })
   await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
   t.teardown(
     () =>

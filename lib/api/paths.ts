@@ -14,7 +14,6 @@
 // hub's path to exactly the hub's decoded path, and its query to exactly the hub's values.
 import type { Status } from './status.ts'
 import { failure } from './status.ts'
-import type { RequestInfo } from './requestinfo.ts'
 
 /** A request target read as Go's net/http reads it. */
 export interface Target {
@@ -195,7 +194,7 @@ export function encodeQuery(query: URLSearchParams, set?: Record<string, string>
  * hub's allowWatchBookmarks=true). A proxied request keeps the client's query as sent: the apiserver
  * hands it to the pod, service or node untouched, and reads it just as the hub did.
  */
-export function upstreamPath(info: RequestInfo, set?: Record<string, string>): string {
+export function upstreamPath(info: { path: string; verb: string; query: URLSearchParams; rawQuery: string }, set?: Record<string, string>): string {
   const path = escapePath(info.path)
   const query = info.verb === 'proxy' && set === undefined ? info.rawQuery : info.query.size === 0 && set === undefined ? '' : encodeQuery(info.query, set)
   return query === '' ? path : `${path}?${query}`

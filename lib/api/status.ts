@@ -20,6 +20,11 @@ export interface Status {
   code: number
 }
 
+/** Whether a result is a Status (an error to answer with) rather than the value asked for. */
+export function isStatus<T extends object>(value: T | Status): value is Status {
+  return (value as { kind?: unknown }).kind === 'Status'
+}
+
 const reasonByCode: Record<number, string> = {
   400: 'BadRequest',
   401: 'Unauthorized',

@@ -1,12 +1,12 @@
 // Turns apiserver response bytes (JSON or protobuf) into CachedObjects. Only plain objects are
 // decoded: Tables and metadata-only answers (`;as=…` in the Content-Type) are views, not objects.
 import type { CachedObject } from './types.ts'
-import { initialEventsEndAnnotation } from './bookmark.ts'
 import { eachElement, eachMember, internedStringAt, memberRanges, objectMembers, skipValue, watchEventRanges, withTypeMeta } from '../codec/json-scan.ts'
 import { interned } from '../codec/intern.ts'
 import type { Range } from '../codec/json-scan.ts'
 import { decodeUnknown, decodeWatchEvent, isProtobuf, objectMeta, splitList } from '../codec/protobuf.ts'
 import type { WireFormat } from '../api/wire-format.ts'
+import { initialEventsEndAnnotation } from '../api/watch-event-frames.ts'
 
 export function formatOf(contentType: string | undefined): WireFormat | undefined {
   if (!contentType) return undefined

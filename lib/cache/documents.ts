@@ -3,8 +3,8 @@
 // the cluster's, the same for every client on the node, so whoever reads one as the node records
 // it for all, in one collection of the hub's own, per representation (legacy, or aggregated
 // discovery with `;as=APIGroupDiscoveryList`).
-import type { ServerResponse } from 'node:http'
 import type { RequestInfo } from '../api/requestinfo.ts'
+import type { Reply } from '../api/reply.ts'
 import type { CachedObject, ResourceKey } from './types.ts'
 import type { CacheStore } from './store.ts'
 import { everything as everythingScope } from './scope.ts'
@@ -52,24 +52,17 @@ export function documentFor(info: RequestInfo, contentType: string, body: Buffer
   }
 }
 
-/** Answers from the first cached representation the Accept header allows, in its order. */
-export async function serveDocument(store: CacheStore, info: RequestInfo, accept: string | undefined, res: ServerResponse): Promise<boolean> {
+/** The first cached representation the Accept header allows, in its order; undefined when none is cached. */
+export async function documentFromCache(store: CacheStore, info: RequestInfo, accept: string | undefined): Promise<Reply | undefined> {
   for (const wanted of (accept ?? '*/*').split(',').map(parseMediaType)) {
     if (wanted.type !== 'application/json' && wanted.type !== '*/*') continue
     const document = await store.get(documentsKey, '', documentName(info.path, wanted.params.as))
     if (!document) continue
     const stored = parseMediaType(document.fields?.contentType ?? 'application/json')
     if (wanted.params.as && (stored.params.g !== wanted.params.g || stored.params.v !== wanted.params.v)) continue
-    res.writeHead(200, {
-      'content-type': document.fields?.contentType ?? 'application/json',
-      'content-length': document.body.length,
-      'cache-control': 'no-cache, private',
-      'x-outpost-cache': 'hit',
-    })
-    res.end(document.body)
-    return true
+    return { contentType: document.fields?.contentType ?? 'application/json', body: document.body, cached: {} }
   }
-  return false
+  return undefined
 }
 
 /** Short names the cached discovery documents list (a CRD's, for one), by short name. */

@@ -1,27 +1,29 @@
 // One request, one plan: decided once, from what the request is and what the hub knows now, before
-// anything is sent anywhere. Pure, so a table test pins every path down; lib/front/proxy.ts
+// anything is sent anywhere. Pure, so a table test pins every path down; lib/front/router.ts
 // carries it out.
 //
-//   route     who answers: a shared watch cache, the disk cache (the cloud is away), the apiserver
+//   routes    who may answer, in order: a shared watch cache, the apiserver, the disk cache. The
+//             router tries each until one answers; one that declines (not its request after all) or
+//             is unavailable (no apiserver reachable) hands the request to the next
 //   record    what of a successful answer goes to the disk cache first: objects (a read's, or the
 //             answer to the node's own write), a discovery document, nothing
 //   filter    the answer passes the requesting component's filters on the way out
-//   fallback  if no apiserver can be reached, the cache answers instead of a 503
 //
 // and, once the apiserver's answer is in, one shape: a watch (frames relayed in order, each
 // recorded, filtered and tracked), a whole body (read, recorded, filtered, then sent), or a stream
 // passed through untouched.
 import type { RequestInfo } from '../api/requestinfo.ts'
 
-export type Route = 'watch-cache' | 'offline' | 'upstream'
+export type Route = 'watch-cache' | 'upstream' | 'offline'
 
 export interface Plan {
-  route: Route
+  routes: Route[]
   /** no Authorization header: the node's own client, whom the cache may answer and record for */
   actsAsNode: boolean
+  /** the cloud counted as reachable when the plan was made (the disk cache answering then is a blip's fallback) */
+  online: boolean
   record: 'objects' | 'document' | undefined
   filter: boolean
-  fallback: boolean
 }
 
 /** What the plan is made from, besides the request itself. */
@@ -46,8 +48,11 @@ export function planRequest(facts: PlanFacts): Plan {
   const { actsAsNode, online } = facts
   // someone else's identity: neither answered from nor recorded into what the node holds
   const record = !actsAsNode ? undefined : facts.document ? 'document' : facts.cacheable || facts.recordedWrite ? 'objects' : undefined
-  const route: Route = actsAsNode && facts.watchCache ? 'watch-cache' : online ? 'upstream' : 'offline'
-  return { route, actsAsNode, record, filter: facts.filtered, fallback: actsAsNode && (facts.cachedKind || facts.document) }
+  // if no apiserver can be reached, the cache answers the node's reads instead of a 503
+  const fallback = actsAsNode && (facts.cachedKind || facts.document)
+  const cloud: Route[] = online ? (fallback ? ['upstream', 'offline'] : ['upstream']) : ['offline']
+  const routes: Route[] = actsAsNode && facts.watchCache ? ['watch-cache', ...cloud] : cloud
+  return { routes, actsAsNode, online, record, filter: facts.filtered }
 }
 
 export type Shape = 'watch' | 'whole' | 'stream'

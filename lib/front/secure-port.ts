@@ -6,6 +6,8 @@ import type { Logger } from 'pino'
 import type { HubConfig } from '../config.ts'
 import { createProxyServer, tlsContextOptions } from './server.ts'
 import type { ProxyServerOptions } from './server.ts'
+import type { Router } from './router.ts'
+import type { Upstream } from '../upstream/upstream.ts'
 import { secureAuthentication } from './authn.ts'
 import { ServingCertificates } from '../certificates/serving.ts'
 import type { ApiCaller } from '../../certs/signing-request.ts'
@@ -21,7 +23,7 @@ export interface SecurePort {
 export async function startSecurePort(
   config: HubConfig,
   log: Logger,
-  proxy: Omit<ProxyServerOptions, 'https' | 'authenticate'>,
+  front: { router: Router; upstream: Upstream; limits: Pick<ProxyServerOptions, 'headerTimeoutMs' | 'idleTimeoutMs'> },
   api: ApiCaller,
   timing: { reloadIntervalMs?: number; csrPollIntervalMs?: number } = {},
 ): Promise<SecurePort> {
@@ -43,7 +45,15 @@ export async function startSecurePort(
     const material = await certificates.first()
     if (closed) throw new Error('hub stopped before the HTTPS port started')
     const https = { cert: material.cert, key: material.key, clientCa }
-    server = createProxyServer({ ...proxy, logger: log.child({ server: 'https' }), https, authenticate: secureAuthentication(clientCa !== undefined) })
+    const logger = log.child({ server: 'https' })
+    const authenticate = secureAuthentication(clientCa !== undefined)
+    server = createProxyServer({
+      ...front.limits,
+      handle: front.router.handlerFor({ authenticate, log: logger }),
+      upgrades: { upstream: front.upstream, authenticate },
+      logger,
+      https,
+    })
     await server.listen({ host: config.secureBindAddress, port: config.securePort ?? 0 })
     const address = server.server.address() as AddressInfo
     const url = `https://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`

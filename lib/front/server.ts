@@ -1,16 +1,21 @@
 // The proxy's HTTP front: fastify owns connections, logging and error shaping; every route hands
-// the raw request to the forwarding path, which writes the response itself (it must flush watch
-// headers and stream frames, which a reply.send() cannot).
+// the raw request to the router (router.ts), whose answerers write the response themselves (they
+// must flush watch headers and stream frames, which a reply.send() cannot).
 import Fastify, { LogController } from 'fastify'
 import type { FastifyError } from 'fastify'
 import type { Logger } from 'pino'
-import { forward } from './proxy.ts'
 import { sendStatus } from './respond.ts'
-import type { ProxyOptions } from './proxy.ts'
 import { attachUpgradeProxy } from './upgrade.ts'
+import type { Handler } from './router.ts'
+import type { Authenticate } from './authn.ts'
+import type { Upstream } from '../upstream/upstream.ts'
 import { failure } from '../api/status.ts'
 
-export interface ProxyServerOptions extends Omit<ProxyOptions, 'log'> {
+export interface ProxyServerOptions {
+  /** every HTTP request of this port (Router.handlerFor) */
+  handle: Handler
+  /** exec, attach, port-forward: upgraded connections go straight to the apiserver */
+  upgrades: { upstream: Upstream; authenticate?: Authenticate }
   logger: Logger
   /** serve TLS (1.2+): the serving certificate, and the CA client certificates are checked against */
   https?: { cert: Buffer; key: Buffer; clientCa?: Buffer }
@@ -27,7 +32,7 @@ export function tlsContextOptions(https: NonNullable<ProxyServerOptions['https']
 const allMethods = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']
 
 export function createProxyServer(options: ProxyServerOptions) {
-  const proxyOptions: ProxyOptions = { ...options, log: options.logger, bodyIdleTimeoutMs: options.headerTimeoutMs }
+  const { handle } = options
   const serverOptions = {
     headersTimeout: options.headerTimeoutMs,
     // how often Node looks for connections past headersTimeout (its default, 30 s, would let a
@@ -50,7 +55,7 @@ export function createProxyServer(options: ProxyServerOptions) {
           },
         }
       : { http: serverOptions }),
-    // one debug line per request comes from forward(), with what fastify cannot know (component, verb)
+    // one debug line per request comes from the router, with what fastify cannot know (component, verb)
     logController: new LogController({ disableRequestLogging: true }),
     // watches are long-lived; the apiserver bounds them itself with timeoutSeconds
     requestTimeout: 0,
@@ -89,10 +94,10 @@ export function createProxyServer(options: ProxyServerOptions) {
         return
       }
       reply.hijack()
-      void forward(request.raw, reply.raw, proxyOptions)
+      void handle(request.raw, reply.raw)
     },
   })
-  // The forwarding path reads the raw body itself, whatever its type.
+  // The router reads the raw body itself, whatever its type.
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('*', (_request, _payload, done) => done(null))
 
@@ -101,12 +106,12 @@ export function createProxyServer(options: ProxyServerOptions) {
     url: '/*',
     handler: (request, reply) => {
       reply.hijack()
-      return forward(request.raw, reply.raw, proxyOptions)
+      return handle(request.raw, reply.raw)
     },
   })
   app.setNotFoundHandler((request, reply) => {
     reply.hijack()
-    return forward(request.raw, reply.raw, proxyOptions)
+    return handle(request.raw, reply.raw)
   })
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const code = error.statusCode && error.statusCode >= 400 ? error.statusCode : 500
@@ -118,6 +123,6 @@ export function createProxyServer(options: ProxyServerOptions) {
     reply.hijack()
     sendStatus(reply.raw, failure(code, error.message))
   })
-  attachUpgradeProxy(app.server, options.upstream, options.logger, options.authenticate)
+  attachUpgradeProxy(app.server, options.upgrades.upstream, options.logger, options.upgrades.authenticate)
   return app
 }

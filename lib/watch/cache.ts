@@ -37,10 +37,6 @@ export interface CacheEvent {
 export interface CacheListener {
   onEvent(event: CacheEvent): void
   onProgress(resourceVersion: bigint): void
-  /** what the filters read is about to change: work out what the client was shown (a filtered watcher) */
-  settle?(): void
-  /** what the filters read changed: filter the client's objects again (a filtered watcher) */
-  refilter?(): void
   /** the apiserver's history went back: the client must list again (410 Expired, then the end) */
   expire(why: string): void
 }

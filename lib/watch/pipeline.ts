@@ -5,9 +5,8 @@
 // see every frame before them and never overtake a newer one.
 import { pipeline } from 'node:stream'
 import type { Readable } from 'node:stream'
-import type { ServerResponse } from 'node:http'
 import type { WatchFrameSplitter } from '../api/frames.ts'
-import { burstWriter } from '../front/respond.ts'
+import type { FrameSink } from './frame-sink.ts'
 
 export interface WatchStages {
   /** as each frame arrives, concurrently with earlier ones; must not reject */
@@ -21,34 +20,18 @@ export interface WatchStages {
 /** Frames in flight (prepared, not yet written) before reading pauses: bounds memory on a slow disk. */
 const maxQueued = 256
 
-function drainedOrClosed(res: ServerResponse): Promise<void> {
-  return new Promise(resolve => {
-    const done = () => {
-      res.off('drain', done)
-      res.off('close', done)
-      resolve()
-    }
-    res.on('drain', done)
-    res.on('close', done)
-  })
-}
-
 /**
- * A watch: headers leave at once (a watch from the current resourceVersion may have nothing to say
- * for minutes, and clients block until they see headers), then whole frames. When the upstream
- * breaks (or `silenceMs` passes without a frame), the client's stream ends cleanly after the last
- * whole frame, so it re-watches.
+ * A relayed watch, frame by frame into the client's sink (its head already sent: clients block until
+ * they see it). When the upstream breaks (or `silenceMs` passes without a frame), the client's
+ * stream ends cleanly after the last whole frame, so it re-watches.
  */
-export async function streamWatch(body: Readable, splitter: WatchFrameSplitter, res: ServerResponse, stages: WatchStages = {}, silenceMs = 0): Promise<void> {
-  res.flushHeaders()
+export async function streamWatch(body: Readable, splitter: WatchFrameSplitter, sink: FrameSink, stages: WatchStages = {}, silenceMs = 0): Promise<void> {
   const frames = pipeline(body, splitter, () => {})
-  // Frames that arrive together leave together: one writev for a burst.
-  const send = burstWriter(res)
   const write = async (out: Buffer | Buffer[]) => {
     const list = Array.isArray(out) ? out : [out]
     for (const frame of list) {
-      if (res.destroyed) return
-      if (!send(frame)) await drainedOrClosed(res)
+      if (sink.closed) return
+      if (!sink.write(frame)) await sink.drained()
     }
   }
   let inOrder: Promise<void> = Promise.resolve()
@@ -68,7 +51,7 @@ export async function streamWatch(body: Readable, splitter: WatchFrameSplitter, 
         .then(() => write(take ? take(frame as Buffer) : (frame as Buffer)))
         .finally(() => queued--)
       if (queued > maxQueued) await inOrder
-      if (res.destroyed) break
+      if (sink.closed) break
     }
   } catch {
     // upstream dropped, or the client went away: both end below
@@ -76,7 +59,7 @@ export async function streamWatch(body: Readable, splitter: WatchFrameSplitter, 
     silence?.stop()
     await inOrder.catch(() => {})
     body.destroy()
-    if (!res.destroyed) res.end()
+    sink.end()
   }
 }
 

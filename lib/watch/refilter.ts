@@ -17,7 +17,8 @@
 // coredns and nginx-ingress-controller use, takes that), and once more when the stream moves on.
 import type { CachedObject } from '../cache/types.ts'
 import type { ResponseFilter } from '../../filters/registry.ts'
-import { decodeUnknown, decodeWatchEvent, encodeUnknown, encodeWatchEvent, objectMeta, withResourceVersion } from '../codec/protobuf.ts'
+import { decodeUnknown, decodeWatchEvent, objectMeta, withResourceVersion } from '../codec/protobuf.ts'
+import { eventFrame } from '../api/watch-event-frames.ts'
 import { memberRanges, watchEventRanges } from '../codec/json-scan.ts'
 import type { RequestInfo } from '../api/requestinfo.ts'
 import { numericVersion } from '../cache/versions.ts'
@@ -184,7 +185,8 @@ export class FilteredWatch {
         if (filtered !== null && frame && filtered === event.object) out.push(frame)
         else
           out.push(
-            this.eventFrame(
+            eventFrame(
+              this.format,
               'DELETED',
               event.apiVersion,
               event.kind,
@@ -201,10 +203,10 @@ export class FilteredWatch {
       if (filtered === null) {
         // dropped now: a client that was shown it is told it is gone, at this event's version
         const shown = clientHas && held ? this.sentOf(held) : null
-        if (shown) out.push(this.eventFrame('DELETED', event.apiVersion, event.kind, this.stamped(shown, event.resourceVersion)))
+        if (shown) out.push(eventFrame(this.format, 'DELETED', event.apiVersion, event.kind, this.stamped(shown, event.resourceVersion)))
       } else {
         const type = clientHas ? 'MODIFIED' : 'ADDED'
-        out.push(frame && filtered === event.object && type === event.type ? frame : this.eventFrame(type, event.apiVersion, event.kind, filtered))
+        out.push(frame && filtered === event.object && type === event.type ? frame : eventFrame(this.format, type, event.apiVersion, event.kind, filtered))
       }
     }
     return this.pending.size > 0 ? [...out, ...this.flush(false)] : out
@@ -238,7 +240,7 @@ export class FilteredWatch {
       const shown = filtered ?? before
       const type = filtered === null ? 'DELETED' : before === null ? 'ADDED' : 'MODIFIED'
       tracked.sent = filtered
-      if (shown) out.push(this.eventFrame(type, tracked.apiVersion, tracked.kind, this.stamped(shown, tracked.sentVersion)))
+      if (shown) out.push(eventFrame(this.format, type, tracked.apiVersion, tracked.kind, this.stamped(shown, tracked.sentVersion)))
     }
     for (const key of [...this.pending]) {
       const tracked = this.objects.get(key)!
@@ -285,12 +287,6 @@ export class FilteredWatch {
     const rv = version.toString()
     if (this.format === 'protobuf') return objectMeta(object).resourceVersion === rv ? object : withResourceVersion(object, rv)
     return jsonWithResourceVersion(object, rv)
-  }
-
-  private eventFrame(type: string, apiVersion: string, kind: string, object: Buffer): Buffer {
-    return this.format === 'protobuf'
-      ? encodeWatchEvent(type, encodeUnknown({ apiVersion, kind, raw: object }))
-      : Buffer.concat([Buffer.from(`{"type":${JSON.stringify(type)},"object":`), object, Buffer.from('}\n')])
   }
 
   private decodeJson(frame: Buffer): ObjectEvent | OtherEvent {
@@ -343,57 +339,4 @@ function jsonWithResourceVersion(object: Buffer, rv: string): Buffer {
       .toString()
       .trim() === ''
   return Buffer.concat([object.subarray(0, open), Buffer.from(`"resourceVersion":${value}${empty ? '' : ','}`), object.subarray(open)])
-}
-
-/** Lists kept for their watch to start from, at most this many (one per component and scope in practice). */
-const maxRememberedLists = 32
-
-/**
- * Every open filtered watch, told when the topology changes; and the last filtered list of each
- * component and scope the cache does not keep (nginx-ingress-controller's), which the watch that
- * follows it starts from, as cached components' watches start from the cache.
- */
-export class FilteredWatches {
-  private readonly watches = new Set<FilteredWatch>()
-  private readonly lists = new Map<string, CachedObject[]>()
-
-  private static listKey(info: RequestInfo): string {
-    return JSON.stringify([info.component, info.apiGroup, info.apiVersion, info.resource, info.namespace, info.labelSelector, info.fieldSelector])
-  }
-
-  /** One page of a filtered list; later pages (a continue token) add to the first. */
-  rememberList(info: RequestInfo, items: CachedObject[]): void {
-    const key = FilteredWatches.listKey(info)
-    const earlier = info.query.get('continue') ? (this.lists.get(key) ?? []) : []
-    this.lists.delete(key)
-    this.lists.set(key, earlier.concat(items))
-    if (this.lists.size > maxRememberedLists) this.lists.delete(this.lists.keys().next().value!)
-  }
-
-  /** The list a watch follows, given up to it (a later list of the same scope replaces it anyway). */
-  takeList(info: RequestInfo): CachedObject[] {
-    const key = FilteredWatches.listKey(info)
-    const items = this.lists.get(key) ?? []
-    this.lists.delete(key)
-    return items
-  }
-
-  add(watch: FilteredWatch): () => void {
-    this.watches.add(watch)
-    return () => {
-      this.watches.delete(watch)
-      watch.close()
-    }
-  }
-
-  /** What the filters read is about to change (FilteredWatch.settle). */
-  settleAll(): void {
-    for (const watch of this.watches) watch.settle()
-  }
-
-  /** Queues a re-filter in every open filtered watch; returns how many watches were told. */
-  refilterAll(): number {
-    for (const watch of this.watches) watch.refilter()
-    return this.watches.size
-  }
 }

@@ -14,7 +14,6 @@ import type { ResourceKey } from '../cache/types.ts'
 import type { ParsedScope } from '../cache/scope.ts'
 import { describeScope } from '../cache/scope.ts'
 import { WatchCache } from './cache.ts'
-import type { CacheListener } from './cache.ts'
 import { Reflector, jsonAccept, protobufAccept } from './reflector.ts'
 import { scopeOf } from '../cache/scope.ts'
 import type { WireFormat } from '../api/wire-format.ts'
@@ -155,27 +154,6 @@ export class WatchCaches {
         return true
     }
     return false
-  }
-
-  /** Every cache's watchers are re-filtered (the topology changed). */
-  refilterAll(): number {
-    return this.eachWatcher(watcher => watcher.refilter?.())
-  }
-
-  /** The topology is about to change: every cache's filtered watchers settle what they were shown. */
-  settleAll(): void {
-    this.eachWatcher(watcher => watcher.settle?.())
-  }
-
-  private eachWatcher(act: (watcher: CacheListener) => void): number {
-    let watchers = 0
-    for (const { cache } of this.caches.values()) {
-      for (const listener of cache.listeners) {
-        act(listener)
-        watchers++
-      }
-    }
-    return watchers
   }
 
   private sweep(graceMs: number): void {

@@ -5,18 +5,15 @@
 // timeoutSeconds when asked for. The client's filter (service topology) is applied to what it is
 // sent, and a topology change re-filters it live. A client that does not keep up is closed once
 // its backlog passes a budget, so it never holds the others back; it re-watches from its version.
-import type { ServerResponse } from 'node:http'
 import type { CachedObject } from '../cache/types.ts'
 import type { ResponseFilter } from '../../filters/registry.ts'
-import { encodeUnknown, encodeWatchEvent } from '../codec/protobuf.ts'
-import { bookmarkFrame } from '../cache/bookmark.ts'
-import { contentTypeOf } from '../api/negotiate.ts'
 import { failure } from '../api/status.ts'
 import { FilteredWatch } from './refilter.ts'
-import { burstWriter } from '../front/respond.ts'
-import { encodeBody } from '../codec/typed.ts'
+import type { FrameSink } from './frame-sink.ts'
 import type { CacheEvent, CacheListener, WatchCache } from './cache.ts'
+import type { RefilterableWatch } from './filtered-watches.ts'
 import type { WireFormat } from '../api/wire-format.ts'
+import { bookmarkFrame, errorFrame, eventFrame } from '../api/watch-event-frames.ts'
 
 export interface WatcherOptions {
   filter?: ResponseFilter
@@ -33,24 +30,20 @@ export interface WatcherOptions {
 }
 
 /** The frame for an event of a watch cache, made once per event and format and shared by every unfiltered watcher. */
-const frames = new WeakMap<CacheEvent | CachedObject, Buffer>()
+const frames = new WeakMap<CacheEvent, Buffer>()
 
-export function eventFrame(format: WireFormat, type: string, object: CachedObject, memo?: CacheEvent): Buffer {
-  const cached = memo && frames.get(memo)
-  if (cached) return cached
-  const frame =
-    format === 'json'
-      ? Buffer.concat([Buffer.from(`{"type":"${type}","object":`), object.body, Buffer.from('}\n')])
-      : encodeWatchEvent(type, encodeUnknown({ apiVersion: object.apiVersion, kind: object.kind, raw: object.body }))
-  if (memo) frames.set(memo, frame)
+function sharedFrame(format: WireFormat, event: CacheEvent): Buffer {
+  let frame = frames.get(event)
+  if (!frame) {
+    frame = eventFrame(format, event.type, event.object.apiVersion, event.object.kind, event.object.body)
+    frames.set(event, frame)
+  }
   return frame
 }
 
-export class CacheWatcher implements CacheListener {
+export class CacheWatcher implements CacheListener, RefilterableWatch {
   private unsubscribe = () => {}
   private readonly timers: NodeJS.Timeout[] = []
-  /** a burst of events (a group commit's worth) leaves in one writev */
-  private readonly sendFrame: (frame: Buffer) => boolean
   private tracker: FilteredWatch | undefined
   private closed = false
   /** the newest version this client has been told of */
@@ -58,25 +51,18 @@ export class CacheWatcher implements CacheListener {
 
   constructor(
     private readonly cache: WatchCache,
-    private readonly res: ServerResponse,
+    private readonly sink: FrameSink,
     private readonly options: WatcherOptions,
-  ) {
-    this.sendFrame = burstWriter(res)
-  }
+  ) {}
 
   private get format(): WireFormat {
     return this.cache.format
   }
 
-  /** Sends the headers and what comes first, then follows the cache until the client or the cache ends it. */
+  /** Sends what comes first (the head is the caller's), then follows the cache until the client or the cache ends it. */
   start(): void {
-    const { res, options, cache } = this
-    res.writeHead(200, {
-      'content-type': this.format === 'json' ? 'application/json' : `${contentTypeOf('protobuf')};stream=watch`,
-      'cache-control': 'no-cache, private',
-    })
-    res.flushHeaders()
-    res.on('close', () => this.close('client'))
+    const { sink, options, cache } = this
+    sink.onClose(() => this.close('client'))
     if (options.filter) {
       this.tracker = new FilteredWatch(this.format, options.filter, produce => this.write(produce()), { onSent: options.onRefilterSent })
     }
@@ -128,8 +114,7 @@ export class CacheWatcher implements CacheListener {
   expire(message: string): void {
     if (this.closed) return
     this.cache.stats.expired++
-    const status = failure(410, message, 'Expired')
-    this.write([this.format === 'json' ? Buffer.from(JSON.stringify({ type: 'ERROR', object: status }) + '\n') : encodeWatchEvent('ERROR', encodeBody(status))])
+    this.write([errorFrame(this.format, failure(410, message, 'Expired'))])
     setImmediate(() => this.close('expired'))
   }
 
@@ -146,7 +131,7 @@ export class CacheWatcher implements CacheListener {
   private send(type: string, object: CachedObject, streamVersion: bigint, memo?: CacheEvent): void {
     this.delivered = streamVersion
     if (this.tracker) this.write(this.tracker.takeObject(type, object, streamVersion))
-    else this.write([eventFrame(this.format, type, object, memo)])
+    else this.write([memo ? sharedFrame(this.format, memo) : eventFrame(this.format, type, object.apiVersion, object.kind, object.body)])
   }
 
   private bookmark(): void {
@@ -158,8 +143,8 @@ export class CacheWatcher implements CacheListener {
 
   private write(out: Buffer[]): void {
     if (this.closed || out.length === 0) return
-    for (const frame of out) this.sendFrame(frame)
-    if (this.res.writableLength > (this.options.budgetBytes ?? 16 * 1024 * 1024)) this.close('slow')
+    for (const frame of out) this.sink.write(frame)
+    if (this.sink.backlog > (this.options.budgetBytes ?? 16 * 1024 * 1024)) this.close('slow')
   }
 
   close(why: 'client' | 'timeout' | 'slow' | 'expired' | 'ended'): void {
@@ -168,13 +153,13 @@ export class CacheWatcher implements CacheListener {
     this.unsubscribe()
     this.tracker?.close()
     for (const timer of this.timers) clearTimeout(timer)
-    if (why === 'slow') this.res.destroy()
-    else if (!this.res.writableEnded && !this.res.destroyed) this.res.end()
+    if (why === 'slow') this.sink.abort()
+    else this.sink.end()
     this.options.onClosed?.(why)
   }
 
   /** Resolves when the client's stream has ended, for whatever reason. */
   done(): Promise<void> {
-    return new Promise(resolve => (this.res.closed ? resolve() : this.res.once('close', () => resolve())))
+    return new Promise(resolve => this.sink.onClose(resolve))
   }
 }

@@ -1,9 +1,32 @@
-// BOOKMARK events of the hub's own making (offline watches): the object carries only its kind and a
-// resourceVersion, plus, at the end of WatchList's initial events, the annotation
-// `k8s.io/initial-events-end: "true"` that tells a client-go reflector it is in sync.
+// Watch event frames the hub writes itself, as the apiserver writes them, one builder per format:
+// JSON is `{"type":…,"object":…}` and a newline, protobuf a length-prefixed WatchEvent whose object
+// is a runtime.Unknown. BOOKMARKs of the hub's own making carry only the kind and a resourceVersion,
+// plus, at the end of WatchList's initial events, the annotation `k8s.io/initial-events-end: "true"`
+// that tells a client-go reflector it is in sync.
 import { encodeUnknown, encodeWatchEvent } from '../codec/protobuf.ts'
+import { encodeBody } from '../codec/typed.ts'
 import { lenFieldSize, writeLenHeader, writeStringField } from '../codec/wire.ts'
-import type { WireFormat } from '../api/wire-format.ts'
+import type { WireFormat } from './wire-format.ts'
+import type { Status } from './status.ts'
+
+const jsonEventEnd = Buffer.from('}\n')
+const jsonEventStarts = new Map<string, Buffer>()
+
+/** An event of `type` for an object (JSON text, or the raw protobuf message of its kind). */
+export function eventFrame(format: WireFormat, type: string, apiVersion: string, kind: string, object: Buffer): Buffer {
+  if (format === 'protobuf') return encodeWatchEvent(type, encodeUnknown({ apiVersion, kind, raw: object }))
+  let start = jsonEventStarts.get(type)
+  if (!start) {
+    start = Buffer.from(`{"type":${JSON.stringify(type)},"object":`)
+    if (jsonEventStarts.size < 16) jsonEventStarts.set(type, start)
+  }
+  return Buffer.concat([start, object, jsonEventEnd])
+}
+
+/** The ERROR event a watch ends with (410 Expired: the client lists again). */
+export function errorFrame(format: WireFormat, status: Status): Buffer {
+  return format === 'json' ? Buffer.from(JSON.stringify({ type: 'ERROR', object: status }) + '\n') : encodeWatchEvent('ERROR', encodeBody(status))
+}
 
 export const initialEventsEndAnnotation = 'k8s.io/initial-events-end'
 

@@ -1,0 +1,97 @@
+// The disk cache answers while no apiserver can be reached, for clients acting as the node only:
+// discovery documents, gets, lists and watches (lib/cache/offline.ts decides; this writes), and
+// the node's own Lease renewals (lib/cache/lease.ts). Anything else is unavailable, with the
+// outage's reason: the router's 503 says it, and that nothing was written.
+import type { RequestInfo } from '../api/requestinfo.ts'
+import { isStatus } from '../api/status.ts'
+import type { Answer } from '../api/reply.ts'
+import type { CacheStore } from '../cache/store.ts'
+import { isCachedKind } from '../cache/recorder.ts'
+import { documentFromCache, isDiscoveryDocument } from '../cache/documents.ts'
+import { getFromCache, listFromCache, watchFromCache } from '../cache/offline.ts'
+import type { OfflineRead } from '../cache/offline.ts'
+import { isOwnLeaseRenewal, leaseConflict } from '../cache/lease.ts'
+import type { LiveStreams } from '../watch/streams.ts'
+import { runOfflineWatch } from '../watch/offline-watch.ts'
+import type { Source } from '../observe/metrics.ts'
+import { cacheHeaders, responseSink, sendReply, sendStatus, sendWatchHead } from './respond.ts'
+import { answered, unavailable } from './answerer.ts'
+import type { Answerer, Call, Outcome } from './answerer.ts'
+
+export interface OfflineAnswererOptions {
+  /** undefined: offline autonomy is off (the cache dir cannot be used) */
+  store: CacheStore | undefined
+  nodeName: string
+  /** why the cloud is away, for every refusal */
+  outage(): string
+  /** offline watches end when the cloud is back; a blip's (the cloud still counted as up) as soon as any apiserver answers */
+  streams: Pick<LiveStreams, 'addOfflineWatch' | 'addFallbackWatch' | 'removeOfflineWatch'>
+  observer?: { watchOpened(info: RequestInfo, source: Source): () => void }
+  /** BOOKMARK period of offline watches */
+  bookmarkIntervalMs: number
+}
+
+export class OfflineAnswerer implements Answerer {
+  constructor(private readonly options: OfflineAnswererOptions) {}
+
+  async answer(call: Call, reason: string | undefined): Promise<Outcome> {
+    const { info, req, res, body, plan } = call
+    const { store } = this.options
+    const why = reason ?? this.options.outage()
+    if (!plan.actsAsNode) {
+      return unavailable(
+        `${why}: this request carries its own credentials, which cannot be checked while the apiserver is unreachable; only clients acting as the node are answered from the cache`,
+      )
+    }
+    if (store && isDiscoveryDocument(info)) {
+      const document = await documentFromCache(store, info, req.headers.accept)
+      if (document) {
+        sendReply(res, document)
+        return answered('cache')
+      }
+    }
+    if (store && isCachedKind(info)) {
+      const read: OfflineRead = { store, info, accept: req.headers.accept, filter: call.filter, reason: why }
+      if (info.verb === 'get') writeAnswer(call, await getFromCache(read))
+      else if (info.verb === 'list') writeAnswer(call, await listFromCache(read))
+      else await this.watch(call, read)
+      return answered('cache')
+    }
+    if (body && isOwnLeaseRenewal(info, this.options.nodeName)) {
+      const conflict = store && (await leaseConflict(store, info, req.headers['content-type'], body))
+      if (conflict) {
+        sendStatus(res, conflict)
+        return answered('hub')
+      }
+      // kubelet renews its Lease every 10 s and restarts its node status loop when renewals fail;
+      // offline the renewal is acknowledged with what it sent, and nothing is written anywhere.
+      res.writeHead(200, { 'content-type': req.headers['content-type'] ?? 'application/json', 'content-length': body.length })
+      res.end(body)
+      return answered('hub')
+    }
+    const what = info.isResourceRequest ? `${info.verb} ${info.resource}` : `${info.verb} ${info.path}`
+    const nothing = ['create', 'update', 'patch', 'delete', 'deletecollection'].includes(info.verb) ? '; nothing was written' : ''
+    return unavailable(`${why}: ${what} for ${info.component || 'this client'} cannot be answered from the cache${nothing}`)
+  }
+
+  private async watch(call: Call, read: OfflineRead): Promise<void> {
+    const { res, info, plan } = call
+    const start = await watchFromCache(read)
+    if (isStatus(start)) return writeAnswer(call, start)
+    sendWatchHead(res, start.format, cacheHeaders({ component: start.component }))
+    const watch = runOfflineWatch(start, responseSink(res), this.options.bookmarkIntervalMs)
+    const closed = this.options.observer?.watchOpened(info, 'cache')
+    // the plan was made with the cloud counted as up: every apiserver failed this once (a blip)
+    if (plan.online) this.options.streams.addFallbackWatch(watch.end)
+    else this.options.streams.addOfflineWatch(watch.end)
+    if (!res.closed) await new Promise<void>(resolve => res.once('close', resolve))
+    this.options.streams.removeOfflineWatch(watch.end)
+    closed?.()
+  }
+}
+
+/** The cache's answer; its errors too say they came from the cache. */
+function writeAnswer({ res }: Call, answer: Answer): void {
+  if (isStatus(answer)) sendStatus(res, answer, cacheHeaders({}))
+  else sendReply(res, answer)
+}

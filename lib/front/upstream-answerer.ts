@@ -1,0 +1,241 @@
+// The apiserver answers: the request is relayed with the node's credentials, and on the way back a
+// cacheable answer is recorded (durably, before the client sees it), a filtered one filtered, a
+// watch relayed frame by frame. No apiserver reachable is "unavailable": the plan's next route
+// (the disk cache, for the node's reads) answers instead, or the router's 503 says why.
+import { gunzip } from 'node:zlib'
+import { promisify } from 'node:util'
+import type { ServerResponse } from 'node:http'
+import type { Logger } from 'pino'
+import { isWatch, queryFlag } from '../api/requestinfo.ts'
+import type { RequestInfo } from '../api/requestinfo.ts'
+import { upstreamPath } from '../api/paths.ts'
+import { notFound, serviceUnavailable } from '../api/status.ts'
+import type { Status } from '../api/status.ts'
+import { WatchFrameSplitter, framingOf, isBookmark } from '../api/frames.ts'
+import type { WireFormat } from '../api/wire-format.ts'
+import { UpstreamUnavailableError, describeError } from '../upstream/upstream.ts'
+import type { Upstream, UpstreamResponse } from '../upstream/upstream.ts'
+import { readAll } from '../upstream/read-all.ts'
+import type { Recorder } from '../cache/recorder.ts'
+import { decodeList, formatOf } from '../cache/decode.ts'
+import { scopeOf } from '../cache/scope.ts'
+import { resourceKeyOf } from '../cache/types.ts'
+import type { ResponseFilter } from '../../filters/registry.ts'
+import { streamWatch } from '../watch/pipeline.ts'
+import type { WatchStages } from '../watch/pipeline.ts'
+import { FilteredWatch } from '../watch/refilter.ts'
+import type { FilteredWatches } from '../watch/filtered-watches.ts'
+import type { RememberedLists } from '../watch/remembered-lists.ts'
+import type { LiveStreams } from '../watch/streams.ts'
+import type { Source } from '../observe/metrics.ts'
+import { upstreamRequestHeaders, clientResponseHeaders } from './headers.ts'
+import { responseSink, sendStatus, streamBody } from './respond.ts'
+import { shapeOf } from './plan.ts'
+import { answered, unavailable } from './answerer.ts'
+import type { Answerer, Call, Outcome } from './answerer.ts'
+
+export interface UpstreamAnswererOptions {
+  upstream: Upstream
+  log: Logger
+  /** undefined: the disk cache is off, nothing is recorded */
+  recorder: Recorder | undefined
+  filteredWatches: FilteredWatches
+  /** filtered lists the cache does not keep, for the watch that follows each */
+  rememberedLists: RememberedLists
+  /** upstream watches, ended when the cloud goes away */
+  streams: Pick<LiveStreams, 'addUpstreamWatch' | 'removeUpstreamWatch'>
+  observer?: { watchOpened(info: RequestInfo, source: Source): () => void; refiltered?(count: number): void }
+  /** an upstream watch with BOOKMARKs that is silent this long is ended (half-open link); 0: never */
+  watchSilenceMs: number
+}
+
+const gunzipAsync = promisify(gunzip)
+
+function asksForBookmarks(info: RequestInfo): boolean {
+  return queryFlag(info, 'allowWatchBookmarks')
+}
+
+export class UpstreamAnswerer implements Answerer {
+  constructor(private readonly options: UpstreamAnswererOptions) {}
+
+  async answer(call: Call): Promise<Outcome> {
+    const { info, req, res, body, plan, filter, clientGone } = call
+    const { log } = this.options
+    let upstreamRes: UpstreamResponse
+    try {
+      upstreamRes = await this.options.upstream.request({
+        method: req.method ?? 'GET',
+        // the hub always asks for BOOKMARKs: they tell a live link from a half-open one, and how far
+        // the stream has come (lib/watch/refilter.ts); clients that did not ask never see them
+        // written from what the hub read, never the client's string: the apiserver reads what the hub did
+        path: upstreamPath(info, isWatch(info) && !asksForBookmarks(info) ? { allowWatchBookmarks: 'true' } : undefined),
+        headers: upstreamRequestHeaders(req.headers),
+        body,
+        signal: clientGone,
+        longRunning: isWatch(info) || info.verb === 'proxy',
+      })
+    } catch (error) {
+      if (clientGone.aborted) return answered('cloud')
+      if (error instanceof UpstreamUnavailableError) {
+        log.warn({ component: info.component, verb: info.verb, path: info.path, err: error.message }, 'upstream unavailable')
+        return unavailable(error.message)
+      }
+      const message = `apiserver connection failed before it answered (the request may have been applied): ${describeError(error)}`
+      log.warn({ component: info.component, verb: info.verb, path: info.path, err: message }, 'upstream failed')
+      sendStatus(res, serviceUnavailable(message))
+      return answered('hub')
+    }
+
+    const contentType = (upstreamRes.headers['content-type'] as string | undefined) ?? ''
+    const format = formatOf(contentType)
+    const framing = framingOf(contentType)
+    // a create answers 201 Created with what was stored, which is recorded as a 200 is
+    const ok = upstreamRes.statusCode === 200 || (upstreamRes.statusCode === 201 && info.verb === 'create')
+    const shape = shapeOf(plan, info, {
+      ok,
+      framed: framing !== undefined,
+      encoded: upstreamRes.headers['content-encoding'] !== undefined,
+      decodable: format !== undefined,
+    })
+    const recorder = ok && ((plan.record === 'objects' && format) || plan.record === 'document') ? this.options.recorder : undefined
+    const outgoing = ok && format ? filter : undefined
+    if (shape === 'watch') {
+      res.writeHead(upstreamRes.statusCode, clientResponseHeaders(upstreamRes.headers))
+      res.flushHeaders()
+      const closed = this.options.observer?.watchOpened(info, 'cloud')
+      try {
+        await this.relayWatch(info, format, upstreamRes, res, framing!, recorder, outgoing)
+      } finally {
+        closed?.()
+      }
+    } else if (shape === 'whole') {
+      await bufferThenSend(
+        upstreamRes,
+        res,
+        async decoded => {
+          if (recorder) {
+            if (plan.record === 'document') await recorder.recordDocument(info, contentType, decoded)
+            else if (info.verb === 'list') await recorder.recordListPage(info, format!, decoded)
+            else await recorder.recordObject(info, format!, decoded)
+          }
+          // a filtered list the cache does not keep: its watch will start from it
+          else if (outgoing && info.verb === 'list') this.options.rememberedLists.remember(info, decodeList(format!, decoded).items)
+          return outgoing ? outgoing.body(format!, decoded) : decoded
+        },
+        () => notFound(info.resource, info.apiGroup, info.name),
+      )
+    } else {
+      res.writeHead(upstreamRes.statusCode, clientResponseHeaders(upstreamRes.headers))
+      if (isWatch(info)) res.flushHeaders()
+      await streamBody(upstreamRes.body, res)
+    }
+    return answered('cloud')
+  }
+
+  /**
+   * A watch: each frame is recorded (the cache) as it arrives, then at its turn tracked and filtered
+   * and sent; a filtered watch remembers its objects, so a topology change can send what now filters
+   * differently. It starts from what the client listed: the cache's copy for cached components, the
+   * list the hub passed on for the others.
+   */
+  private async relayWatch(
+    info: RequestInfo,
+    format: WireFormat | undefined,
+    upstreamRes: UpstreamResponse,
+    res: ServerResponse,
+    framing: WireFormat,
+    recorder: Recorder | undefined,
+    filter: ResponseFilter | undefined,
+  ): Promise<void> {
+    const { observer, filteredWatches, rememberedLists, streams } = this.options
+    const recording = recorder && format ? recorder.watch(info, format) : undefined
+    const clientBookmarks = asksForBookmarks(info)
+    let tracker: FilteredWatch | undefined
+    let seeding: Promise<void> | undefined
+    let untrack = () => {}
+    const stages: WatchStages = {
+      prepare:
+        recording || filter
+          ? async frame => {
+              await seeding
+              await recording?.record(frame)
+            }
+          : undefined,
+      take: frame => {
+        const filtered = !tracker && filter && format ? filter.frame(format, frame) : frame
+        const out = tracker ? tracker.take(frame) : filtered ? [filtered] : []
+        // a BOOKMARK the hub asked for, not the client: it moved the tracker on, and goes no further
+        return clientBookmarks || !isBookmark(framing, frame) ? out : out.slice(1)
+      },
+      onInject: inject => {
+        if (!filter || !format) return
+        const watch = new FilteredWatch(format, filter, inject, {
+          startResourceVersion: info.resourceVersion,
+          onSent: count => observer?.refiltered?.(count),
+        })
+        tracker = watch
+        const store = recorder?.store
+        seeding = store
+          ? store.list(resourceKeyOf(info), scopeOf(info)).then(
+              list => watch.seed(list?.items ?? []),
+              () => {},
+            )
+          : Promise.resolve(watch.seed(rememberedLists.take(info)))
+        const unregister = filteredWatches.add(watch)
+        untrack = () => {
+          unregister()
+          watch.close()
+        }
+      },
+    }
+    const stop = () => upstreamRes.body.destroy()
+    streams.addUpstreamWatch(stop)
+    try {
+      // with BOOKMARKs the apiserver speaks about every minute: a watch silent much longer is a dead link
+      await streamWatch(upstreamRes.body, new WatchFrameSplitter(framing), responseSink(res), stages, this.options.watchSilenceMs)
+    } finally {
+      streams.removeUpstreamWatch(stop)
+      untrack()
+    }
+  }
+}
+
+/**
+ * A get or list to record or filter: the whole body is read (lists are bounded), recorded durably,
+ * and only then sent: an object a client has seen is an object a restarted hub still has. What the
+ * apiserver sent goes out byte for byte (gzip included) unless a filter changed it.
+ */
+async function bufferThenSend(
+  upstreamRes: UpstreamResponse,
+  res: ServerResponse,
+  process: (decoded: Buffer) => Promise<Buffer | null>,
+  gone: () => Status,
+): Promise<void> {
+  let raw: Buffer
+  try {
+    raw = await readAll(upstreamRes.body)
+  } catch {
+    res.destroy() // the upstream broke mid-body: the client must not take a truncated answer as whole
+    return
+  }
+  const encoding = upstreamRes.headers['content-encoding']
+  let decoded: Buffer | undefined = raw
+  if (encoding === 'gzip') {
+    try {
+      decoded = await gunzipAsync(raw) // on the thread pool: a big list must not stall every other client
+    } catch {
+      decoded = undefined // not the cache's to fix: the client gets the bytes and its own error
+    }
+  } else if (encoding) {
+    decoded = undefined
+  }
+  const out = decoded ? await process(decoded) : raw
+  // a single object the client's filters drop is, for that client, not there
+  if (out === null) return sendStatus(res, gone())
+  const headers = clientResponseHeaders(upstreamRes.headers)
+  const body = out === decoded ? raw : out
+  if (body !== raw) delete headers['content-encoding'] // filtered: sent plain, the client accepts either
+  headers['content-length'] = body.length
+  res.writeHead(upstreamRes.statusCode, headers)
+  res.end(body)
+}

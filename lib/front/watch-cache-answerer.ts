@@ -1,0 +1,61 @@
+// A shared watch cache answers kube-proxy's, coredns's and kubelet's lists and watches, online and
+// offline (lib/watch/cache-reads.ts decides; this writes). A read it is not the one to answer (a
+// Table, a read of the past, offline with nothing whole yet) is declined: the next route has it.
+import type { RequestInfo } from '../api/requestinfo.ts'
+import { isStatus } from '../api/status.ts'
+import { readWatchCache } from '../watch/cache-reads.ts'
+import type { WatchCaches } from '../watch/watch-caches.ts'
+import { CacheWatcher } from '../watch/watcher.ts'
+import type { FilteredWatches } from '../watch/filtered-watches.ts'
+import type { LiveStreams } from '../watch/streams.ts'
+import type { Source } from '../observe/metrics.ts'
+import { cacheHeaders, responseSink, sendReply, sendStatus, sendWatchHead } from './respond.ts'
+import { answered, declined } from './answerer.ts'
+import type { Answerer, Call, Outcome } from './answerer.ts'
+
+export interface WatchCacheAnswererOptions {
+  caches: WatchCaches
+  filteredWatches: FilteredWatches
+  /** watches a watch cache serves: they outlive outages, and end with the hub */
+  streams: Pick<LiveStreams, 'addHeldWatch' | 'removeHeldWatch'>
+  observer?: { watchOpened(info: RequestInfo, source: Source): () => void; refiltered?(count: number): void }
+  /** BOOKMARK period of the watches it serves (default a minute, as the apiserver's) */
+  bookmarkIntervalMs?: number
+}
+
+export class WatchCacheAnswerer implements Answerer {
+  constructor(private readonly options: WatchCacheAnswererOptions) {}
+
+  async answer(call: Call): Promise<Outcome> {
+    const { info, req, res, filter, plan } = call
+    const { observer, streams } = this.options
+    const read = await readWatchCache(this.options.caches, info, req.headers.accept, { online: plan.online, filter })
+    if (read.kind === 'declined') return declined(read.why)
+    if (read.kind === 'answer') {
+      if (isStatus(read.answer)) sendStatus(res, read.answer)
+      else sendReply(res, read.answer)
+      return answered('cache')
+    }
+    if (res.destroyed) return answered('cache') // the client went away meanwhile
+    sendWatchHead(res, read.cache.format, cacheHeaders(read.cached))
+    const watcher = new CacheWatcher(read.cache, responseSink(res), {
+      ...read.watcher,
+      filter,
+      bookmarkIntervalMs: this.options.bookmarkIntervalMs,
+      onRefilterSent: count => observer?.refiltered?.(count),
+    })
+    const unregister = filter ? this.options.filteredWatches.add(watcher) : () => {}
+    const end = () => watcher.close('ended')
+    streams.addHeldWatch(end)
+    const closed = observer?.watchOpened(info, 'cache')
+    try {
+      watcher.start()
+      await watcher.done()
+    } finally {
+      unregister()
+      streams.removeHeldWatch(end)
+      closed?.()
+    }
+    return answered('cache')
+  }
+}

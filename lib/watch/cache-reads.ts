@@ -1,0 +1,122 @@
+// Lists and watches a shared watch cache answers, as data for lib/front/ to write, with kube-apiserver's resourceVersion
+// semantics: unset or 0 is the cache's state (a watch begins with it as ADDED events, N replays); NotOlderThan N waits (3 s at most) for the cache to
+// reach N; a read of the past at a version other than the cache's is declined (the
+// router tries the next source); limit/continue page the cache's snapshot; until a scope's first list is in, 429
+// with Retry-After, as the apiserver's watch cache answers.
+import type { RequestInfo } from '../api/requestinfo.ts'
+import { listStatesPresent, queryFlag } from '../api/requestinfo.ts'
+import type { WireFormat } from '../api/wire-format.ts'
+import type { Answer } from '../api/reply.ts'
+import type { ResponseFilter } from '../../filters/registry.ts'
+import { scopeOf } from '../cache/scope.ts'
+import { listBody, paginate } from '../cache/list-body.ts'
+import { contentTypeOf, wantedRepresentations } from '../api/negotiate.ts'
+import { failure, isStatus, tooLargeResourceVersion } from '../api/status.ts'
+import type { WatchCache } from './cache.ts'
+import type { WatchCaches } from './watch-caches.ts'
+import type { WatcherOptions } from './watcher.ts'
+
+/** What a watch cache makes of a list or watch. */
+export type CacheRead =
+  /** not the cache's to answer (a Table, a read of the past, offline with nothing whole yet): the next source tries */
+  | { kind: 'declined'; why: string }
+  | { kind: 'answer'; answer: Answer }
+  /** a watch to serve: a CacheWatcher over `cache` with these options, once the head is written */
+  | { kind: 'watch'; cache: WatchCache; watcher: Omit<WatcherOptions, 'filter' | 'bookmarkIntervalMs' | 'onRefilterSent'>; cached?: { component: string } }
+
+/** The wire format the client wants first, when it wants the object itself (not a Table). */
+function wantedFormat(accept: string | undefined): WireFormat | undefined {
+  const first = wantedRepresentations(accept)[0]
+  return first?.kind === 'object' ? first.format : undefined
+}
+
+function waitFor(condition: () => boolean, ms: number, cache: WatchCache): Promise<boolean> {
+  if (condition()) return Promise.resolve(true)
+  return new Promise(resolve => {
+    const deadline = Date.now() + ms
+    const check = setInterval(() => {
+      if (condition()) {
+        clearInterval(check)
+        resolve(true)
+      } else if (Date.now() >= deadline) {
+        clearInterval(check)
+        resolve(false)
+      }
+    }, 10)
+    void cache.synced.then(() => condition() && (clearInterval(check), resolve(true)))
+  })
+}
+
+export interface CacheReadOptions {
+  /** whether the cloud is reachable: offline, a cache never waits for what will not come */
+  online: boolean
+  filter?: ResponseFilter
+  /** how long a request waits for a new scope's first list before a 429 */
+  syncWaitMs?: number
+}
+
+const answer = (a: Answer): CacheRead => ({ kind: 'answer', answer: a })
+
+/** A list or watch from the shared watch cache of its scope and format. */
+export async function readWatchCache(caches: WatchCaches, info: RequestInfo, accept: string | undefined, options: CacheReadOptions): Promise<CacheRead> {
+  const { online } = options
+  const format = wantedFormat(accept)
+  if (!format) return { kind: 'declined', why: 'a watch cache answers objects, not Tables' }
+  const rv = info.resourceVersion
+  if (rv !== '' && !/^\d+$/.test(rv)) return answer(failure(400, `invalid resource version "${rv}"`, 'BadRequest'))
+  let scope
+  try {
+    scope = scopeOf(info)
+  } catch (error) {
+    return answer(failure(400, (error as Error).message))
+  }
+  const cache = caches.cacheFor(info, format)
+  if (!(await waitFor(() => cache.isSynced, online ? (options.syncWaitMs ?? 3_000) : 200, cache))) {
+    if (!online) return { kind: 'declined', why: 'nothing whole on disk for this scope' } // the offline answer says why
+    return answer(failure(429, `the watch cache for ${info.resource} (${describe(info)}) is not initialized yet`, 'TooManyRequests', { retryAfterSeconds: 1 }))
+  }
+  const wanted = rv === '' || rv === '0' ? 0n : BigInt(rv)
+  // a read of the past (Exact, or a legacy resourceVersion=N with limit) at another version than the cache's
+  if (info.verb === 'list' && !listStatesPresent(info) && wanted !== cache.resourceVersion) return { kind: 'declined', why: 'a read of the past' }
+  if (wanted > cache.resourceVersion && !(await waitFor(() => cache.resourceVersion >= wanted, online ? 3_000 : 0, cache))) {
+    return answer(tooLargeResourceVersion(wanted, cache.resourceVersion))
+  }
+  const cached = online ? undefined : { component: cache.options.storeKey.component }
+  if (info.verb === 'list') {
+    const { items, resourceVersion } = cache.snapshot()
+    const page = paginate(info, items, resourceVersion.toString(), scope)
+    if (isStatus(page)) return answer(page)
+    const meta: Record<string, unknown> = { resourceVersion: resourceVersion.toString() }
+    if (page.continue) meta.continue = page.continue
+    if (page.remainingItemCount !== undefined) meta.remainingItemCount = page.remainingItemCount
+    const body = listBody(cache.format, cache.kind, cache.apiVersion, page, meta, options.filter)
+    await cache.written()
+    return answer({ contentType: contentTypeOf(cache.format), body, cached })
+  }
+  await cache.written()
+  const initialEvents = queryFlag(info, 'sendInitialEvents')
+  return {
+    kind: 'watch',
+    cache,
+    cached,
+    watcher: {
+      allowBookmarks: queryFlag(info, 'allowWatchBookmarks'),
+      // unset and 0 both begin with the state as ADDED events (the API's "Get State and Start at Most Recent")
+      from: initialEvents || rv === '0' || rv === '' ? 'state' : wanted,
+      sendInitialEvents: initialEvents,
+      timeoutSeconds: Number(info.query.get('timeoutSeconds')) || undefined,
+    },
+  }
+}
+
+function describe(info: RequestInfo): string {
+  return (
+    [
+      info.namespace && `namespace ${info.namespace}`,
+      info.labelSelector && `labels ${info.labelSelector}`,
+      info.fieldSelector && `fields ${info.fieldSelector}`,
+    ]
+      .filter(Boolean)
+      .join(', ') || 'all'
+  )
+}

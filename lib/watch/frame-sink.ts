@@ -1,0 +1,19 @@
+// Where a watch's frames go. Watch code (a watch cache's watcher, a relayed stream, an offline
+// watch) writes whole frames into this and never sees HTTP: lib/front/ writes the response head,
+// then hands the watch a sink over the client's response (lib/front/respond.ts responseSink).
+export interface FrameSink {
+  /** one whole frame; false: the client is behind, wait for drained() before writing more */
+  write(frame: Buffer): boolean
+  /** bytes written that the client has not taken yet */
+  readonly backlog: number
+  /** nothing more may be written: the stream was ended, or the client is gone */
+  readonly closed: boolean
+  /** resolves when the client takes what was written, or when the stream closes */
+  drained(): Promise<void>
+  /** called once the client's stream has closed (the client left, or after end() or abort()); at once if it has */
+  onClose(listener: () => void): void
+  /** ends the stream cleanly after what was written: the client watches again */
+  end(): void
+  /** cuts the stream: the client must not take what it got as whole */
+  abort(): void
+}

@@ -1,0 +1,33 @@
+// An offline watch, streamed: the cached state as ADDED events (through the client's filters), the
+// annotated BOOKMARK that ends WatchList's initial events, then BOOKMARKs at the client's version
+// until the cloud is back (the caller ends it) or timeoutSeconds runs out. lib/cache/offline.ts
+// decides what it holds.
+import { bookmarkFrame, eventFrame } from '../api/watch-event-frames.ts'
+import type { OfflineWatchStart } from '../cache/offline.ts'
+import { bodyIn } from '../cache/translate.ts'
+import type { FrameSink } from './frame-sink.ts'
+
+export interface OfflineWatch {
+  /** ends the stream cleanly, so the client re-watches (against the cloud, once it is back) */
+  end(): void
+}
+
+export function runOfflineWatch(start: OfflineWatchStart, sink: FrameSink, bookmarkIntervalMs: number): OfflineWatch {
+  const { format, filter, kind, apiVersion, resourceVersion } = start
+  const send = (frame: Buffer) => {
+    const out = filter ? filter.frame(format, frame) : frame
+    if (out) sink.write(out)
+  }
+  // "state, then changes": the cached state as ADDED events, like the apiserver's initial events
+  for (const o of start.initial) send(eventFrame(format, 'ADDED', o.apiVersion, o.kind, bodyIn(o, format)))
+  if (start.initialEventsEnd) sink.write(bookmarkFrame(format, kind, apiVersion, resourceVersion, true))
+  const timers: NodeJS.Timeout[] = []
+  const end = () => {
+    for (const timer of timers) clearTimeout(timer)
+    sink.end()
+  }
+  if (start.allowBookmarks) timers.push(setInterval(() => sink.write(bookmarkFrame(format, kind, apiVersion, resourceVersion, false)), bookmarkIntervalMs))
+  if (start.timeoutSeconds > 0) timers.push(setTimeout(end, start.timeoutSeconds * 1000))
+  sink.onClose(end)
+  return { end }
+}
