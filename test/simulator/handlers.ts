@@ -9,6 +9,7 @@ import type { RequestInfo } from '../../lib/api/requestinfo.ts'
 import { pathSegmentNameProblems } from '../../lib/api/paths.ts'
 import { failure, type Status } from '../../lib/api/status.ts'
 import { parseFieldSelector, parseLabelSelector, type FieldSelector, type LabelSelector } from '../../lib/api/selectors.ts'
+import { fieldSelectorProblem } from '../../lib/api/field-selectors.ts'
 import type { Identity } from './auth.ts'
 import type { Cluster, PatchType } from './cluster.ts'
 import type { ResourceEntry } from './resources.ts'
@@ -119,15 +120,30 @@ const patchTypes: Record<string, PatchType> = {
   'application/apply-patch+yaml': 'apply',
 }
 
-function selectors(info: RequestInfo): { labelSelector?: LabelSelector; fieldSelector?: FieldSelector } {
+/**
+ * The selectors of a list, watch or deletecollection. Like the apiserver's handlers, a field label the
+ * resource does not support is a 400 BadRequest with the conversion function's message
+ * (lib/api/field-selectors.ts), and pods' legacy spec.host is read as spec.nodeName.
+ */
+function selectors(info: RequestInfo, entry: ResourceEntry): { labelSelector?: LabelSelector; fieldSelector?: FieldSelector } {
+  let labelSelector: LabelSelector | undefined
+  let fieldSelector: FieldSelector | undefined
   try {
-    return {
-      labelSelector: info.labelSelector ? parseLabelSelector(info.labelSelector) : undefined,
-      fieldSelector: info.fieldSelector ? parseFieldSelector(info.fieldSelector) : undefined,
-    }
+    labelSelector = info.labelSelector ? parseLabelSelector(info.labelSelector) : undefined
+    fieldSelector = info.fieldSelector ? parseFieldSelector(info.fieldSelector) : undefined
   } catch (err) {
     throw badRequest((err as Error).message)
   }
+  if (fieldSelector) {
+    const custom = entry.custom ? { namespaced: entry.namespaced } : undefined
+    const problem = fieldSelectorProblem(entry.group, entry.resource, fieldSelector, custom)
+    if (problem !== undefined) throw badRequest(problem)
+    if (entry.group === '' && entry.resource === 'pods') {
+      const requirements = fieldSelector.requirements.map(r => (r.field === 'spec.host' ? { ...r, field: 'spec.nodeName' } : r))
+      fieldSelector = { requirements }
+    }
+  }
+  return { labelSelector, fieldSelector }
 }
 
 function nonNegativeInt(value: string | null, name: string): number | undefined {
@@ -182,7 +198,7 @@ export async function handleResource(ctx: HandlerContext, req: IncomingMessage, 
       const output = want('list')
       const result = cluster.list(entry, {
         namespace,
-        ...selectors(info),
+        ...selectors(info, entry),
         limit: nonNegativeInt(info.query.get('limit'), 'limit'),
         continue: q.continue || undefined,
         resourceVersion: q.resourceVersion || undefined,
@@ -193,7 +209,7 @@ export async function handleResource(ctx: HandlerContext, req: IncomingMessage, 
     case 'watch': {
       const q = listQuery(info, ctx.watchList)
       const output = want('watch')
-      const sel = selectors(info)
+      const sel = selectors(info, entry)
       const watch = new WatchStream(
         res,
         cluster,
@@ -262,7 +278,7 @@ export async function handleResource(ctx: HandlerContext, req: IncomingMessage, 
     }
     case 'deletecollection': {
       const output = want('list')
-      const items = cluster.deleteCollection(entry, { namespace, ...selectors(info) })
+      const items = cluster.deleteCollection(entry, { namespace, ...selectors(info, entry) })
       return sendOutput(req, res, 200, renderList(entry, { items, resourceVersion: String(cluster.store.currentRV()) }, output), output)
     }
     default:
