@@ -146,6 +146,16 @@ function components(values: string[]): string[] {
   return items
 }
 
+const sharedResourceName = /^(?:[a-z0-9]([a-z0-9.-]*[a-z0-9])?\/)?v[0-9]+(?:(?:alpha|beta)[0-9]+)?\/[a-z0-9]+$/
+
+function sharedResources(values: string[]): string[] {
+  const items = listItems(values)
+  for (const item of items) {
+    if (!sharedResourceName.test(item)) throw new InvalidValue('must be resources as group/version/resource (the core group: v1/services)', item)
+  }
+  return items
+}
+
 function filterList(values: string[]): string[] {
   const items = listItems(values)
   if (items.length === 1 && items[0] === 'all') return [...filterNames]
@@ -479,8 +489,18 @@ export const flags: readonly FlagSpec[] = [
     boolean: true,
     key: 'sharedWatches',
     default: String(defaults.sharedWatches),
-    help: 'one upstream list+watch per scope for Services, slices, Endpoints, Nodes, kubelet pods',
+    help: 'one upstream list+watch per resource and format (--shared-resources);\nevery selector answered locally',
     parse: values => bool(last(values)),
+  }),
+  spec({
+    flag: 'shared-resources',
+    env: 'OUTPOST_SHARED_RESOURCES',
+    arg: 'LIST',
+    key: 'sharedResources',
+    repeatable: true,
+    default: 'services,endpoints,nodes,pods,endpointslices',
+    help: "resources the shared watch caches keep, as group/version/resource (v1/services),\ncomma-separated (endpointslices: discovery.k8s.io v1 and v1beta1): cluster-wide;\npods only this node's",
+    parse: sharedResources,
   }),
   spec({
     flag: 'watch-silence',

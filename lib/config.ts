@@ -66,8 +66,10 @@ export interface HubConfig {
   healthSuccesses: number
   /** an upstream watch silent this long is ended (the apiserver sends BOOKMARKs about every minute) */
   watchSilenceTimeoutMs: number
-  /** one upstream list+watch per scope, shared by every local client (off: each client's own, relayed) */
+  /** one upstream list+watch per shared resource and format, serving every local client (off: each client's own, relayed) */
   sharedWatches: boolean
+  /** `group/version/resource` of the resources the shared watch caches keep (core: `v1/services`) */
+  sharedResources: string[]
 }
 
 export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
@@ -98,6 +100,7 @@ export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
   healthSuccesses: 2,
   watchSilenceTimeoutMs: 150_000,
   sharedWatches: true,
+  sharedResources: ['v1/services', 'v1/endpoints', 'v1/nodes', 'v1/pods', 'discovery.k8s.io/v1/endpointslices', 'discovery.k8s.io/v1beta1/endpointslices'],
 })
 
 /** 127.0.0.0/8 and ::1 (also as ::ffff:127.x): addresses nobody off this host can reach. */

@@ -207,6 +207,7 @@ async function startWithCache(
     nodeName: config.nodeName,
     silenceMs: config.watchSilenceTimeoutMs,
     observer: metrics,
+    resources: config.sharedResources,
   })
   metrics.observeWatchCaches(() => watchCaches.describe())
   // what a filtered watch was shown is worked out before anything the filters read changes: the

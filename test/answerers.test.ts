@@ -275,7 +275,8 @@ t.test('watch cache: a Table is declined, nothing written', async t => {
 t.test("watch cache: a list, once synced, is the cache's items at its resourceVersion", async t => {
   const answerer = await watchCacheAnswerer()
   const online = await serve(t, answerer, { facts: { watchCache: true } })
-  const got = await send(`${online.base}/api/v1/configmaps`, { headers: { 'user-agent': kubeProxy, accept: 'application/json' } })
+  // an informer's list (resourceVersion=0: any state at least as new as the client has seen)
+  const got = await send(`${online.base}/api/v1/configmaps?resourceVersion=0`, { headers: { 'user-agent': kubeProxy, accept: 'application/json' } })
   t.same(await online.outcomes[0], { kind: 'answered', source: 'cache' })
   t.equal(got.status, 200)
   t.match(got.headers['content-type'], /^application\/json/)

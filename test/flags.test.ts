@@ -63,6 +63,7 @@ t.test('defaults', async t => {
     healthSuccesses: 2,
     watchSilenceTimeoutMs: 150_000,
     sharedWatches: true,
+    sharedResources: ['v1/services', 'v1/endpoints', 'v1/nodes', 'v1/pods', 'discovery.k8s.io/v1/endpointslices', 'discovery.k8s.io/v1beta1/endpointslices'],
     filters: ['servicetopology', 'masterservice', 'serviceenvupdater', 'forwardkubesvctraffic', 'discardcloudservice', 'nodeportisolation', 'inclusterconfig'],
     disabledFilters: [],
     filterComponents: {},

@@ -19,9 +19,9 @@ const base: PlanFacts = {
 t.test('plans', async t => {
   const cases: [string, Partial<PlanFacts>, ReturnType<typeof planRequest>][] = [
     [
-      "kube-proxy's slice watch: the shared watch cache",
+      "kube-proxy's slice watch: the shared watch cache, which keeps the objects itself (not recorded again for kube-proxy)",
       { watchCache: true, cacheable: true, cachedKind: true, filtered: true },
-      { routes: ['watch-cache', 'upstream', 'offline'], actsAsNode: true, online: true, record: 'objects', filter: true },
+      { routes: ['watch-cache', 'upstream', 'offline'], actsAsNode: true, online: true, record: undefined, filter: true },
     ],
     [
       'the same offline: still the watch cache (it holds on through outages)',

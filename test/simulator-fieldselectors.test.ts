@@ -99,3 +99,18 @@ t.test('supported labels still select, with =, == and !=', async t => {
   t.equal(`${second.type} ${second.object.metadata.name}`, 'ADDED c')
   w.close()
 })
+
+t.test('values as the apiserver fields.Set has them: a missing bool is "false", status.podIPs is never set', async t => {
+  const s = await sim(t)
+  s.create(pod('plain', 'n1'))
+  s.create(pod('host', 'n1', { hostNetwork: true }))
+  const names = (r: any) => r.json.items.map((i: any) => i.metadata.name).sort()
+  const list = (q: string) => request(`${s.url}/api/v1/pods?fieldSelector=${encodeURIComponent(q)}`)
+  t.same(names(await list('spec.hostNetwork=false')), ['plain'])
+  t.same(names(await list('spec.hostNetwork!=false')), ['host'])
+  t.same(names(await list('spec.hostNetwork=')), [])
+  t.same(names(await list('status.podIPs=')), ['host', 'plain'])
+  s.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' } })
+  const nodes = await request(`${s.url}/api/v1/nodes?fieldSelector=spec.unschedulable%3Dfalse`)
+  t.same(names(nodes), ['n1'])
+})

@@ -95,7 +95,7 @@ t.test('the first list: nothing is sent before its write lands, then everything 
   await cache.synced
   t.equal(held.landed(), 0, 'the cache is synced once the list is indexed, before it is written')
 
-  const list = request(`${base}/api/v1/configmaps`, { headers: { accept: 'application/json' } })
+  const list = request(`${base}/api/v1/configmaps?resourceVersion=0`, { headers: { accept: 'application/json' } })
   const watch = request(`${base}/api/v1/configmaps?watch=true`, { headers: { accept: 'application/json' } })
   t.equal(await answered(list, 300), false, 'the list is not answered while the write is held')
   t.equal(await answered(watch, 50), false, 'nor is the watch')

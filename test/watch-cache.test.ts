@@ -80,7 +80,7 @@ t.test('five informers and two protobuf clients on one scope: one upstream watch
     h.simulator.countRequests(
       r =>
         r.watch &&
-        r.path === '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices' &&
+        r.path === '/apis/discovery.k8s.io/v1/endpointslices' &&
         String(r.headers['user-agent']).startsWith('outpost/') &&
         (format === 'protobuf') === String(r.headers.accept).startsWith('application/vnd.kubernetes.protobuf'),
     )
@@ -228,7 +228,8 @@ t.test('two scopes of one component: an object leaving one is still served by th
   h.simulator.patch('discovery.k8s.io/v1', 'EndpointSlice', 'default', 'two-scopes', { metadata: { labels: { tier: 'web' } } })
   const base = `${h.url}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices`
   const names = async (selector: string) => {
-    const res = await request(`${base}?labelSelector=${encodeURIComponent(selector)}`, { headers: { 'user-agent': kubeProxy } })
+    // as an informer lists (resourceVersion=0): the shared watch cache answers, online and offline
+    const res = await request(`${base}?resourceVersion=0&labelSelector=${encodeURIComponent(selector)}`, { headers: { 'user-agent': kubeProxy } })
     return ((await res.body.json()) as any).items.map((s: any) => s.metadata.name)
   }
   t.ok((await names('app=cache-test')).includes('two-scopes'))

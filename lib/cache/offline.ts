@@ -13,6 +13,7 @@ import { LostObjectError } from './store.ts'
 import { scopeOfName } from './scope.ts'
 import type { ParsedScope } from './scope.ts'
 import { encodeUnknown } from '../codec/protobuf.ts'
+import { fieldSelectorProblem } from '../api/field-selectors.ts'
 import { failure, isStatus, notFound, serviceUnavailable, tooLargeResourceVersion } from '../api/status.ts'
 import type { Status } from '../api/status.ts'
 import { contentTypeOf, wantedRepresentations } from '../api/negotiate.ts'
@@ -194,13 +195,17 @@ export async function listFromCache(read: OfflineRead): Promise<Answer> {
   return cachedReply(contentTypeOf(wanted.format), listBody(wanted.format, collection.kind, collection.apiVersion, page, meta, filter), from)
 }
 
-/** The scope a list or watch selects; a malformed selector is the apiserver's 400. */
+/** The scope a list or watch selects; a malformed selector, or a field it cannot select on, is the apiserver's 400. */
 function scopeOrStatus(info: RequestInfo): ParsedScope | Status {
+  let scope
   try {
-    return scopeOf(info)
+    scope = scopeOf(info)
   } catch (error) {
     return failure(400, (error as Error).message)
   }
+  // a field the apiserver cannot select on is its 400 offline too, never an empty list
+  const unsupported = fieldSelectorProblem(info.apiGroup, info.resource, scope.fields)
+  return unsupported ? failure(400, unsupported, 'BadRequest') : scope
 }
 
 /**

@@ -9,7 +9,7 @@ import { LRUCache } from 'lru-cache'
 import type { CachedObject, ResourceKey } from './types.ts'
 import { objectKey, resourceDirName } from './types.ts'
 import type { DiskCache, DiskOp, LoadFailure, LoadReport } from './disk.ts'
-import { fieldValue } from '../api/selectors.ts'
+import { fieldsOf } from '../api/field-selectors.ts'
 import { indexed, labelsOf, same, sameFields, stripBody, union, withIndex } from './entries.ts'
 import { covers, describeScope, inScope, needsBodies, parseScope } from './scope.ts'
 import type { ParsedScope } from './scope.ts'
@@ -336,8 +336,13 @@ export class CacheStore {
           lost.push(`${objectKey(entry.meta.namespace, entry.meta.name)}: ${entry.lost}`)
           continue
         }
-        let document: unknown
-        const fieldOf = (path: string) => (object.format === 'json' ? fieldValue((document ??= JSON.parse(object.body.toString())), path) : undefined)
+        // the values the apiserver compares (a missing hostNetwork is "false", …), for the labels it accepts
+        let fields: Record<string, string> | undefined
+        const fieldOf = (path: string) => {
+          if (object.format !== 'json') return undefined
+          fields ??= fieldsOf(key.group, key.resource, JSON.parse(object.body.toString()))
+          return Object.hasOwn(fields, path) ? fields[path] : undefined
+        }
         if (inScope(indexed(entry), scope, fieldOf)) items.push(object)
         continue
       }

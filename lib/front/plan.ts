@@ -47,11 +47,13 @@ export interface PlanFacts {
 export function planRequest(facts: PlanFacts): Plan {
   const { actsAsNode, online } = facts
   // someone else's identity: neither answered from nor recorded into what the node holds
-  const record = !actsAsNode ? undefined : facts.document ? 'document' : facts.cacheable || facts.recordedWrite ? 'objects' : undefined
+  // a read a shared watch cache serves is kept by that cache (once per format), never again per component
+  const shared = actsAsNode && facts.watchCache
+  const record = !actsAsNode ? undefined : facts.document ? 'document' : (facts.cacheable && !shared) || facts.recordedWrite ? 'objects' : undefined
   // if no apiserver can be reached, the cache answers the node's reads instead of a 503
   const fallback = actsAsNode && (facts.cachedKind || facts.document)
   const cloud: Route[] = online ? (fallback ? ['upstream', 'offline'] : ['upstream']) : ['offline']
-  const routes: Route[] = actsAsNode && facts.watchCache ? ['watch-cache', ...cloud] : cloud
+  const routes: Route[] = shared ? ['watch-cache', ...cloud] : cloud
   return { routes, actsAsNode, online, record, filter: facts.filtered }
 }
 

@@ -11,7 +11,12 @@ import type { ResponseFilter } from '../../filters/registry.ts'
 import { scopeOf } from '../cache/scope.ts'
 import { listBody, paginate } from '../cache/list-body.ts'
 import { contentTypeOf, wantedRepresentations } from '../api/negotiate.ts'
-import { failure, isStatus, tooLargeResourceVersion } from '../api/status.ts'
+import { failure, isStatus, notFound, tooLargeResourceVersion } from '../api/status.ts'
+import { storageKey } from '../api/continue-token.ts'
+import { encodeUnknown } from '../codec/protobuf.ts'
+import { describeScope, everything } from '../cache/scope.ts'
+import { selects } from './selection.ts'
+import { fieldSelectorProblem } from '../api/field-selectors.ts'
 import type { WatchCache } from './cache.ts'
 import type { WatchCaches } from './watch-caches.ts'
 import type { WatcherOptions } from './watcher.ts'
@@ -58,7 +63,12 @@ export interface CacheReadOptions {
 const answer = (a: Answer): CacheRead => ({ kind: 'answer', answer: a })
 
 /** A list or watch from the shared watch cache of its scope and format. */
-export async function readWatchCache(caches: WatchCaches, info: RequestInfo, accept: string | undefined, options: CacheReadOptions): Promise<CacheRead> {
+export async function readWatchCache(
+  caches: Pick<WatchCaches, 'cacheFor'>,
+  info: RequestInfo,
+  accept: string | undefined,
+  options: CacheReadOptions,
+): Promise<CacheRead> {
   const { online } = options
   const format = wantedFormat(accept)
   if (!format) return { kind: 'declined', why: 'a watch cache answers objects, not Tables' }
@@ -71,8 +81,13 @@ export async function readWatchCache(caches: WatchCaches, info: RequestInfo, acc
     return answer(failure(400, (error as Error).message))
   }
   const cache = caches.cacheFor(info, format)
+  // the part of the cache the request selects (undefined: all of it); a field the apiserver cannot select on is its 400
+  const selection = scope.id === cache.options.scope.id ? undefined : scope
+  const unsupported = fieldSelectorProblem(info.apiGroup, info.resource, scope.fields)
+  if (unsupported) return answer(failure(400, unsupported, 'BadRequest'))
   if (!(await waitFor(() => cache.isSynced, online ? (options.syncWaitMs ?? 3_000) : 200, cache))) {
     if (!online) return { kind: 'declined', why: 'nothing whole on disk for this scope' } // the offline answer says why
+    if (info.verb === 'get') return { kind: 'declined', why: 'the watch cache is not initialized yet' } // as the apiserver, which reads etcd then
     return answer(failure(429, `the watch cache for ${info.resource} (${describe(info)}) is not initialized yet`, 'TooManyRequests', { retryAfterSeconds: 1 }))
   }
   const wanted = rv === '' || rv === '0' ? 0n : BigInt(rv)
@@ -82,8 +97,14 @@ export async function readWatchCache(caches: WatchCaches, info: RequestInfo, acc
     return answer(tooLargeResourceVersion(wanted, cache.resourceVersion))
   }
   const cached = online ? undefined : { component: cache.options.storeKey.component }
+  if (info.verb === 'get') {
+    await cache.written()
+    return getFromWatchCache(cache, info, options.filter, cached)
+  }
   if (info.verb === 'list') {
-    const { items, resourceVersion } = cache.snapshot()
+    const snapshot = cache.snapshot()
+    const { resourceVersion } = snapshot
+    const items = selection ? snapshot.items.filter(object => selects(selection, object)) : snapshot.items
     const page = paginate(info, items, resourceVersion.toString(), scope)
     if (isStatus(page)) return answer(page)
     const meta: Record<string, unknown> = { resourceVersion: resourceVersion.toString() }
@@ -101,12 +122,30 @@ export async function readWatchCache(caches: WatchCaches, info: RequestInfo, acc
     cached,
     watcher: {
       allowBookmarks: queryFlag(info, 'allowWatchBookmarks'),
+      selection,
       // unset and 0 both begin with the state as ADDED events (the API's "Get State and Start at Most Recent")
       from: initialEvents || rv === '0' || rv === '' ? 'state' : wanted,
       sendInitialEvents: initialEvents,
       timeoutSeconds: Number(info.query.get('timeoutSeconds')) || undefined,
     },
   }
+}
+
+/**
+ * A get at resourceVersion=0, as the apiserver answers it from its watch cache: the object as held,
+ * in the cache's format. A cache of the whole resource that does not hold it says 404; kubelet's pods
+ * cache holds only this node's, so a pod it does not hold is another source's to answer.
+ */
+function getFromWatchCache(cache: WatchCache, info: RequestInfo, filter: ResponseFilter | undefined, cached: { component: string } | undefined): CacheRead {
+  const object = cache.objects.get(storageKey(info.namespace, info.name))
+  const whole = cache.options.scope.id === everything.id
+  if (!object && !whole) return { kind: 'declined', why: `the cache holds only ${describeScope(cache.options.scope)}` }
+  const gone = notFound(info.resource, info.apiGroup, info.name)
+  if (!object) return answer(gone)
+  const body = cache.format === 'json' ? object.body : encodeUnknown({ apiVersion: object.apiVersion, kind: object.kind, raw: object.body })
+  const out = filter ? filter.body(cache.format, body) : body
+  if (out === null) return answer(gone) // the client's filters drop it
+  return answer({ contentType: contentTypeOf(cache.format), body: out, cached })
 }
 
 function describe(info: RequestInfo): string {

@@ -31,6 +31,8 @@ export interface CacheEvent {
   object: CachedObject
   /** the version the cache is at after this event */
   resourceVersion: bigint
+  /** the object as the cache held it before (a watcher with a narrower selector tells an object leaving it as DELETED) */
+  previous?: CachedObject
 }
 
 /** What a watcher is told: an event, or that the cache has reached a version (for BOOKMARKs). */
@@ -39,6 +41,8 @@ export interface CacheListener {
   onProgress(resourceVersion: bigint): void
   /** the apiserver's history went back: the client must list again (410 Expired, then the end) */
   expire(why: string): void
+  /** the part of the cache the listener follows, when narrower than the cache's scope */
+  readonly selection?: ParsedScope
 }
 
 export interface WatchCacheOptions {
@@ -50,6 +54,8 @@ export interface WatchCacheOptions {
   log: Logger
   /** events kept for watches that resume from a version (default 4096) */
   windowSize?: number
+  /** the values of the resource's selectable fields (spec.nodeName, spec.type, …), kept with each object so selectors are answered without its body */
+  selectableFields?(object: CachedObject): Record<string, string> | undefined
 }
 
 function idOf(object: CachedObject): string {
@@ -97,7 +103,9 @@ export class WatchCache implements ReflectorSink {
   }
 
   private vouched(object: CachedObject): CachedObject {
-    return this.fields ? { ...object, fields: { ...object.fields, ...this.fields } } : object
+    const selectable = this.options.selectableFields?.(object)
+    if (!this.fields && !selectable) return object
+    return { ...object, fields: { ...object.fields, ...this.fields, ...selectable } }
   }
 
   /** what the objects are: the format asked for, unless the apiserver answered in another (JSON for `protobuf, *\/*`) */
@@ -110,7 +118,7 @@ export class WatchCache implements ReflectorSink {
   /** Starts from what the disk holds for this scope (a restart while the cloud is away). */
   seed(items: CachedObject[], resourceVersion: string): void {
     if (items[0]) this.answered = items[0].format
-    for (const object of items) this.objects.set(idOf(object), object)
+    for (const object of items) this.objects.set(idOf(object), this.vouched(object))
     if (items[0]) this.admit(items[0].kind, items[0].apiVersion)
     this.resourceVersion = numericVersion(resourceVersion)
     this.applied = this.resourceVersion
@@ -203,10 +211,10 @@ export class WatchCache implements ReflectorSink {
       listed.add(id)
       const held = this.objects.get(id)
       if (held && held.resourceVersion === object.resourceVersion) continue
-      events.push({ type: held ? 'MODIFIED' : 'ADDED', object, resourceVersion: numericVersion(object.resourceVersion) })
+      events.push({ type: held ? 'MODIFIED' : 'ADDED', object, resourceVersion: numericVersion(object.resourceVersion), previous: held })
     }
     events.sort((a, b) => (a.resourceVersion < b.resourceVersion ? -1 : a.resourceVersion > b.resourceVersion ? 1 : 0))
-    for (const [id, held] of this.objects) if (!listed.has(id)) events.push({ type: 'DELETED', object: held, resourceVersion: listVersion })
+    for (const [id, held] of this.objects) if (!listed.has(id)) events.push({ type: 'DELETED', object: held, resourceVersion: listVersion, previous: held })
     // versions never go back for a watcher: an object older than the cache's version is told at it
     let floor = this.resourceVersion
     for (const event of events) {
@@ -294,8 +302,11 @@ export class WatchCache implements ReflectorSink {
   }
 
   private dispatch(event: CacheEvent): void {
-    if (event.type === 'DELETED') this.objects.delete(idOf(event.object))
-    else this.objects.set(idOf(event.object), event.object)
+    const id = idOf(event.object)
+    // a relist's events carry what the cache held before the list replaced it
+    if (!('previous' in event)) event.previous = this.objects.get(id)
+    if (event.type === 'DELETED') this.objects.delete(id)
+    else this.objects.set(id, event.object)
     if (event.resourceVersion > this.resourceVersion) this.resourceVersion = event.resourceVersion
     const dropped = this.window.push(event)
     if (dropped) this.oldest = dropped.resourceVersion

@@ -17,9 +17,10 @@
 // coredns and nginx-ingress-controller use, takes that), and once more when the stream moves on.
 import type { CachedObject } from '../cache/types.ts'
 import type { ResponseFilter } from '../../filters/registry.ts'
-import { decodeUnknown, decodeWatchEvent, objectMeta, withResourceVersion } from '../codec/protobuf.ts'
+import { decodeUnknown, decodeWatchEvent, objectMeta } from '../codec/protobuf.ts'
+import { stampedBody } from './stamp.ts'
 import { eventFrame } from '../api/watch-event-frames.ts'
-import { memberRanges, watchEventRanges } from '../codec/json-scan.ts'
+import { watchEventRanges } from '../codec/json-scan.ts'
 import type { RequestInfo } from '../api/requestinfo.ts'
 import { numericVersion } from '../cache/versions.ts'
 import type { WireFormat } from '../api/wire-format.ts'
@@ -284,9 +285,7 @@ export class FilteredWatch {
   }
 
   private stamped(object: Buffer, version: bigint): Buffer {
-    const rv = version.toString()
-    if (this.format === 'protobuf') return objectMeta(object).resourceVersion === rv ? object : withResourceVersion(object, rv)
-    return jsonWithResourceVersion(object, rv)
+    return stampedBody(this.format, object, version.toString())
   }
 
   private decodeJson(frame: Buffer): ObjectEvent | OtherEvent {
@@ -323,20 +322,4 @@ export class FilteredWatch {
 
 function same(a: Buffer | null, b: Buffer | null): boolean {
   return a === b || (a !== null && b !== null && a.equals(b))
-}
-
-/** The JSON object with metadata.resourceVersion set to `rv`; every other byte kept. */
-function jsonWithResourceVersion(object: Buffer, rv: string): Buffer {
-  const metadata = memberRanges(object, ['metadata']).get('metadata')
-  const value = Buffer.from(JSON.stringify(rv))
-  if (!metadata) return Buffer.concat([Buffer.from(`{"metadata":{"resourceVersion":${value}},`), object.subarray(object.indexOf(0x7b) + 1)])
-  const current = memberRanges(object, ['resourceVersion'], metadata.start, metadata.end).get('resourceVersion')
-  if (current) return Buffer.concat([object.subarray(0, current.start), value, object.subarray(current.end)])
-  const open = object.indexOf(0x7b, metadata.start) + 1
-  const empty =
-    object
-      .subarray(open, metadata.end - 1)
-      .toString()
-      .trim() === ''
-  return Buffer.concat([object.subarray(0, open), Buffer.from(`"resourceVersion":${value}${empty ? '' : ','}`), object.subarray(open)])
 }

@@ -1,9 +1,11 @@
-// The multiplexer: one watch cache per (resource, scope, wire format) for what node components
-// list and watch all day (Services, EndpointSlices v1 and v1beta1, Endpoints, Nodes, and kubelet's
-// own pods), each with one upstream list+watch, serving every local client, online and offline.
-// Two components asking for the same scope share one upstream watch; a scope nobody has used for a
-// grace period is dropped. Disk: each cache writes to one collection per format shared by every
-// component (`shared-json`, `shared-protobuf`), so what kube-proxy and coredns share is written once.
+// The multiplexer: one watch cache per shared resource and wire format (Services, EndpointSlices v1
+// and v1beta1, Endpoints, Nodes, and kubelet's own pods by default: --shared-resources), each over
+// the widest scope the node reads (cluster-wide; pods: spec.nodeName=<node>) with one upstream
+// list+watch, serving every local client online and offline. Every narrower request (a namespace,
+// label and field selectors) is answered from it (selection.ts), as kube-apiserver's cacher answers
+// from its one cache per resource: what clients send never adds an upstream watch, a cache or a
+// metric series. A cache nobody has used for a grace period is dropped. Disk: each cache writes to one
+// collection per format shared by every component (`shared-json`, `shared-protobuf`).
 import type { Logger } from 'pino'
 import type { RequestInfo } from '../api/requestinfo.ts'
 import { encodeQuery, resourcePath } from '../api/paths.ts'
@@ -15,7 +17,8 @@ import type { ParsedScope } from '../cache/scope.ts'
 import { describeScope } from '../cache/scope.ts'
 import { WatchCache } from './cache.ts'
 import { Reflector, jsonAccept, protobufAccept } from './reflector.ts'
-import { scopeOf } from '../cache/scope.ts'
+import { covers, everything, parseScope, scopeOf } from '../cache/scope.ts'
+import { selectableFieldValues } from '../cache/selectable-fields.ts'
 import type { WireFormat } from '../api/wire-format.ts'
 
 export interface WatchCachesOptions {
@@ -30,6 +33,8 @@ export interface WatchCachesOptions {
   graceMs?: number
   windowSize?: number
   observer?: WatchCacheObserver
+  /** `group/version/resource` (core: `v1/services`) of the resources shared (--shared-resources) */
+  resources: readonly string[]
 }
 
 /** What the metrics want to know. */
@@ -39,11 +44,15 @@ export interface WatchCacheObserver {
   received(resource: string, format: WireFormat, bytes: number): void
 }
 
-const eligible: Record<string, Set<string>> = {
-  '/v1': new Set(['services', 'endpoints', 'nodes', 'pods']),
-  'discovery.k8s.io/v1': new Set(['endpointslices']),
-  'discovery.k8s.io/v1beta1': new Set(['endpointslices']),
+/** `group/version/resource` as a request names it (core group: `v1/services`). */
+function resourceId(group: string, version: string, resource: string): string {
+  return group ? `${group}/${version}/${resource}` : `${version}/${resource}`
 }
+
+/** Selections a cache lists in /debug/cache by name; past this, only counted. */
+const describedSelections = 16
+/** Components a cache names as its users; past this, only counted. */
+const namedComponents = 32
 
 export function sharedComponent(format: WireFormat): string {
   return `shared-${format}`
@@ -53,7 +62,7 @@ interface Entry {
   cache: WatchCache
   reflector: Reflector
   resource: string
-  /** components that listed or watched through it */
+  /** components that listed or watched through it (at most namedComponents) */
   components: Set<string>
 }
 
@@ -62,35 +71,57 @@ export class WatchCaches {
   private readonly sweeper: NodeJS.Timeout
 
   constructor(private readonly options: WatchCachesOptions) {
+    this.shared = new Set(options.resources)
     const grace = options.graceMs ?? 5 * 60_000
     this.sweeper = setInterval(() => this.sweep(grace), Math.min(grace, 60_000))
     this.sweeper.unref()
   }
 
-  /** Whether a list or watch is one a shared watch cache serves. */
+  /** The cache's scope for a resource: the widest the node reads. */
+  private widest(resource: string): ParsedScope {
+    if (resource !== 'pods') return everything
+    let scope = this.podScope
+    if (!scope) scope = this.podScope = parseScope({ namespace: '', labelSelector: '', fieldSelector: `spec.nodeName=${this.options.nodeName}` })
+    return scope
+  }
+
+  private podScope: ParsedScope | undefined
+
+  /**
+   * Whether a shared watch cache answers a request: a list or watch within the widest scope the node
+   * reads (kubelet's pods: only this node's), or a get at resourceVersion=0 (the apiserver answers
+   * that from its watch cache too). Selectors are evaluated by the cache; one that does not parse is
+   * its 400.
+   */
   serves(info: RequestInfo): boolean {
+    if (info.subresource !== '' || !this.shared.has(resourceId(info.apiGroup, info.apiVersion, info.resource))) return false
+    if (info.verb === 'get') return info.resourceVersion === '0'
     if (info.verb !== 'list' && info.verb !== 'watch') return false
-    if (info.subresource !== '' || !eligible[`${info.apiGroup}/${info.apiVersion}`]?.has(info.resource)) return false
-    // a single object (fieldSelector metadata.name=…) is fine; kubelet's pods only for this node
-    if (info.resource === 'pods')
-      return info.namespace === '' && info.fieldSelector.replace(/\s/g, '') === `spec.nodeName=${this.options.nodeName}` && info.labelSelector === ''
-    return true
+    if (info.resource !== 'pods') return true
+    let requested
+    try {
+      requested = scopeOf(info)
+    } catch {
+      return true // a selector that does not parse: the cache answers the apiserver's 400
+    }
+    return covers(this.widest('pods'), requested)
   }
 
-  private static id(info: RequestInfo, scope: ParsedScope, format: WireFormat): string {
-    return `${info.apiGroup}/${info.apiVersion}/${info.resource}\0${scope.id}\0${format}`
+  private readonly shared: Set<string>
+
+  private static id(info: RequestInfo, format: WireFormat): string {
+    return `${resourceId(info.apiGroup, info.apiVersion, info.resource)}\0${format}`
   }
 
-  /** The cache for a request's scope and format, created (and its reflector started) on first use. */
+  /** The cache of a request's resource and format, created (and its reflector started) on first use. */
   cacheFor(info: RequestInfo, format: WireFormat): WatchCache {
-    const scope = scopeOf(info)
-    const id = WatchCaches.id(info, scope, format)
+    const id = WatchCaches.id(info, format)
     let entry = this.caches.get(id)
     if (!entry) {
-      entry = this.create(info, scope, format)
+      entry = this.create(info, this.widest(info.resource), format)
       this.caches.set(id, entry)
     }
-    entry.components.add(info.component)
+    if (entry.components.size < namedComponents) entry.components.add(info.component)
     entry.cache.lastUsed = Date.now()
     return entry.cache
   }
@@ -98,7 +129,15 @@ export class WatchCaches {
   private create(info: RequestInfo, scope: ParsedScope, format: WireFormat): Entry {
     const { options } = this
     const storeKey: ResourceKey = { component: sharedComponent(format), group: info.apiGroup, version: info.apiVersion, resource: info.resource }
-    const cache = new WatchCache({ store: options.store, storeKey, scope, format, log: options.log, windowSize: options.windowSize })
+    const cache = new WatchCache({
+      store: options.store,
+      storeKey,
+      scope,
+      format,
+      log: options.log,
+      windowSize: options.windowSize,
+      selectableFields: object => selectableFieldValues(info.apiGroup, info.resource, object),
+    })
     const resource = info.apiGroup ? `${info.resource}.${info.apiGroup}` : info.resource
     // every segment and selector escaped: the apiserver must list exactly the scope this cache keeps
     const query = new URLSearchParams()
@@ -177,6 +216,8 @@ export class WatchCaches {
     window: number
     watchers: number
     components: string[]
+    selections: { selection: string; watchers: number }[]
+    otherSelections: number
     relists: number
     replayed: number
     expired: number
@@ -191,6 +232,7 @@ export class WatchCaches {
       window: cache.windowLength,
       watchers: cache.listeners.size,
       components: [...components].sort(),
+      ...selections(cache),
       ...cache.stats,
     }))
   }
@@ -199,5 +241,19 @@ export class WatchCaches {
     clearInterval(this.sweeper)
     for (const { reflector } of this.caches.values()) reflector.halt()
     this.caches.clear()
+  }
+}
+
+/** Which selections a cache's watchers use, most used first: a bounded list, the rest counted. */
+function selections(cache: WatchCache): { selections: { selection: string; watchers: number }[]; otherSelections: number } {
+  const counts = new Map<string, number>()
+  for (const listener of cache.listeners) {
+    const name = listener.selection ? describeScope(listener.selection) : describeScope(cache.options.scope)
+    counts.set(name, (counts.get(name) ?? 0) + 1)
+  }
+  const sorted = [...counts].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+  return {
+    selections: sorted.slice(0, describedSelections).map(([selection, watchers]) => ({ selection, watchers })),
+    otherSelections: Math.max(0, sorted.length - describedSelections),
   }
 }

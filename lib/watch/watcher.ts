@@ -12,12 +12,16 @@ import { FilteredWatch } from './refilter.ts'
 import type { FrameSink } from './frame-sink.ts'
 import type { CacheEvent, CacheListener, WatchCache } from './cache.ts'
 import type { RefilterableWatch } from './filtered-watches.ts'
+import type { ParsedScope } from '../cache/scope.ts'
+import { eventInSelection, selects } from './selection.ts'
 import type { WireFormat } from '../api/wire-format.ts'
 import { bookmarkFrame, errorFrame, eventFrame } from '../api/watch-event-frames.ts'
 
 export interface WatcherOptions {
   filter?: ResponseFilter
   allowBookmarks: boolean
+  /** the client's selection, when narrower than the cache's scope: only its objects are sent (selection.ts) */
+  selection?: ParsedScope
   /** from now, from the current state (ADDED events first), or the events after a version */
   from: 'now' | 'state' | bigint
   sendInitialEvents: boolean
@@ -55,6 +59,10 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
     private readonly options: WatcherOptions,
   ) {}
 
+  get selection(): ParsedScope | undefined {
+    return this.options.selection
+  }
+
   private get format(): WireFormat {
     return this.cache.format
   }
@@ -67,7 +75,10 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
       this.tracker = new FilteredWatch(this.format, options.filter, produce => this.write(produce()), { onSent: options.onRefilterSent })
     }
     this.unsubscribe = cache.subscribe(this, () => {
-      const { items, resourceVersion } = cache.snapshot()
+      const snapshot = cache.snapshot()
+      const { resourceVersion } = snapshot
+      const selection = options.selection
+      const items = selection ? snapshot.items.filter(object => selects(selection, object)) : snapshot.items
       this.delivered = resourceVersion
       if (options.from === 'state' || options.sendInitialEvents) {
         for (const object of items) this.send('ADDED', object, resourceVersion)
@@ -101,7 +112,10 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
 
   onEvent(event: CacheEvent): void {
     if (this.closed) return
-    this.send(event.type, event.object, event.resourceVersion, event)
+    const selection = this.options.selection
+    if (!selection) return this.send(event.type, event.object, event.resourceVersion, event)
+    const selected = eventInSelection(selection, event)
+    if (selected) this.send(selected.type, selected.object, event.resourceVersion)
   }
 
   onProgress(resourceVersion: bigint): void {

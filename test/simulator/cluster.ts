@@ -4,7 +4,8 @@
 // programmatic API alike.
 
 import { failure, notFound } from '../../lib/api/status.ts'
-import { isEmptySelector, matchesFields, matchesLabels, type FieldSelector, type LabelSelector } from '../../lib/api/selectors.ts'
+import { isEmptySelector, matchesLabels, type FieldSelector, type LabelSelector } from '../../lib/api/selectors.ts'
+import { fieldsOf, matchesFieldSet } from '../../lib/api/field-selectors.ts'
 import type { Identity } from './auth.ts'
 import { ApiError, badRequest } from './errors.ts'
 import { keyOf, prepareCreate, sortKeys, specChanged } from './objects.ts'
@@ -59,11 +60,19 @@ function conflict(entry: ResourceEntry, name: string, why: string): ApiError {
 
 const modifiedMsg = 'the object has been modified; please apply your changes to the latest version and try again'
 
-export function matches(obj: any, opts: { namespace?: string; name?: string; labelSelector?: LabelSelector; fieldSelector?: FieldSelector }): boolean {
+/** Whether `obj`, in the version `entry` serves, is selected; field selectors over the apiserver's fields.Set (fieldsOf). */
+export function matches(
+  entry: ResourceEntry,
+  obj: any,
+  opts: { namespace?: string; name?: string; labelSelector?: LabelSelector; fieldSelector?: FieldSelector },
+): boolean {
   if (opts.namespace && obj.metadata?.namespace !== opts.namespace) return false
   if (opts.name && obj.metadata?.name !== opts.name) return false
   if (opts.labelSelector && !matchesLabels(opts.labelSelector, obj.metadata?.labels)) return false
-  if (opts.fieldSelector && !matchesFields(opts.fieldSelector, obj)) return false
+  if (opts.fieldSelector && !isEmptySelector(opts.fieldSelector)) {
+    const fields = fieldsOf(entry.group, entry.resource, obj, entry.custom ? { namespaced: entry.namespaced } : undefined)
+    if (!matchesFieldSet(opts.fieldSelector, fields, { name: obj.metadata?.name ?? '', namespace: obj.metadata?.namespace ?? '' })) return false
+  }
   return true
 }
 
@@ -320,8 +329,9 @@ export class Cluster {
     for (; i < all.length; i++) {
       if (limit && items.length >= limit) break
       const [k, obj] = all[i]
-      if (matches(obj, opts)) {
-        items.push(this.registry.convertFromStorage(entry, obj))
+      const served = this.registry.convertFromStorage(entry, obj)
+      if (matches(entry, served, opts)) {
+        items.push(served)
         lastKey = k
       }
     }

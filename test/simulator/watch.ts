@@ -96,7 +96,7 @@ export class WatchStream {
 
   private matches(obj: any): boolean {
     const p = this.params
-    return matches(obj, {
+    return matches(p.entry, obj, {
       namespace: p.entry.namespaced ? p.namespace : undefined,
       name: p.name,
       labelSelector: p.labelSelector,
