@@ -114,3 +114,16 @@ t.test('values as the apiserver fields.Set has them: a missing bool is "false", 
   const nodes = await request(`${s.url}/api/v1/nodes?fieldSelector=spec.unschedulable%3Dfalse`)
   t.same(names(nodes), ['n1'])
 })
+
+t.test('a cluster-wide list by metadata.name selects that name in every namespace, as the apiserver does', async t => {
+  const s = await sim(t)
+  s.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'twin', namespace: 'default' } })
+  s.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'twin', namespace: 'kube-system' } })
+  s.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'other', namespace: 'default' } })
+  const got = await request(`${s.url}/api/v1/configmaps?fieldSelector=metadata.name%3Dtwin`)
+  t.equal(got.status, 200, 'a list, not a get without a namespace (404)')
+  t.same(
+    got.json.items.map((i: any) => `${i.metadata.namespace}/${i.metadata.name}`),
+    ['default/twin', 'kube-system/twin'],
+  )
+})

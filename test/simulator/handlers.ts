@@ -168,7 +168,8 @@ export async function handleResource(ctx: HandlerContext, req: IncomingMessage, 
   const isNamespaceObject = entry.storageKey === '/namespaces'
   const namespace = entry.namespaced ? info.namespace : ''
   if (!entry.namespaced && info.namespace && !isNamespaceObject) throw noSuchResource()
-  if (entry.namespaced && !info.namespace && info.name) throw noSuchResource()
+  // a name from the path needs its namespace; one from `fieldSelector=metadata.name=` (a list or watch) selects across all
+  if (entry.namespaced && !info.namespace && info.name && info.verb !== 'list' && info.verb !== 'watch') throw noSuchResource()
   const name = info.name
   const sub = info.subresource
   if (sub && !((sub === 'status' && entry.status) || entry.writableSubresources.includes(sub))) {
