@@ -24,6 +24,7 @@ import { killRows, memoryRows } from './rows-cache.ts'
 import { compactionKillRows, damagedColdStartRows } from './rows-disk.ts'
 import { inProcessRows } from './topology.ts'
 import { fleetRows } from './fleet.ts'
+import { multiplexerRows } from './rows-multiplexer.ts'
 import { smokeProblems } from './smoke.ts'
 
 const smoke = process.argv.includes('--smoke')
@@ -93,6 +94,9 @@ async function main(): Promise<number> {
       ...(await compactionKillRows(quick ? 2_000 : 10_000)),
       ...(await damagedColdStartRows(ctx, quick ? 2_000 : 20_000)),
     ])
+    await group(rows, 'multiplexer', '10. the multiplexer: selectors on one upstream watch; GET and LIST at resourceVersion=0 from memory', () =>
+      multiplexerRows(ctx, { selectors: quick ? 20 : 300 }),
+    )
   } finally {
     await sim.close()
     cleanupScratch()

@@ -34,6 +34,13 @@ export const expectedRows = [
   'fleet.relists-410',
   'fleet.client-relists',
   'fleet.bytes',
+  'multiplexer.selectors.upstream-watches',
+  'multiplexer.selectors.rss',
+  'multiplexer.selectors.series',
+  'multiplexer.get.node',
+  'multiplexer.list.unfiltered.json',
+  'multiplexer.list.unfiltered.protobuf',
+  'multiplexer.list.kube-proxy.protobuf',
 ]
 
 const measured = (row: Row): boolean => Number.isFinite(row.hub) && Number.isFinite(row.baseline)
