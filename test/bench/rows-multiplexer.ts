@@ -450,7 +450,7 @@ async function sliceListRows(ctx: Context, hub: HubProcess, rows: Row[]): Promis
           ratioRow(
             {
               ...base,
-              note: `median of ${ctx.counts.listRounds}, interleaved, request to last byte; direct ${size(runs.direct[0])}, hub ${size(runs.hub[0])}${v.target ? '' : ' (filtered for this node)'}; CPU ms per list (simulator / hub): direct ${cpu(runs.direct)}, hub ${cpu(runs.hub)}`,
+              note: `median of ${ctx.counts.listRounds}, interleaved, request to last byte; direct ${size(runs.direct[0])}, hub ${size(runs.hub[0])}${v.target ? '' : ' (filtered for this node)'}${runs.direct[0].encoding === 'gzip' && runs.hub[0].encoding !== 'gzip' ? " (direct's time includes the simulator's gzip, zlib's default level 6; kube-apiserver gzips at level 1)" : ''}; CPU ms per list (simulator / hub): direct ${cpu(runs.direct)}, hub ${cpu(runs.hub)}`,
             },
             ms(runs.direct),
             ms(runs.hub),
