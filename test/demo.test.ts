@@ -201,6 +201,26 @@ const readmeChecks: { what: string; matches(command: string): boolean; exitCode?
     },
   },
   {
+    what: "kubelet's Node at resourceVersion=0, from the nodes watch cache",
+    matches: c => c.includes('/api/v1/nodes/kind-worker2?resourceVersion=0'),
+    check(t, ran) {
+      t.match(JSON.parse(ran.stdout), { kind: 'Node', apiVersion: 'v1', metadata: { name: 'kind-worker2' } })
+    },
+  },
+  {
+    what: 'the Services a field selector picks, answered from the one services cache',
+    matches: c => c.includes('/api/v1/services?resourceVersion=0&fieldSelector=spec.clusterIP%3D10.96.0.1'),
+    check(t, ran) {
+      const list = JSON.parse(ran.stdout)
+      t.equal(list.kind, 'ServiceList')
+      t.same(
+        list.items.map((s: any) => `${s.metadata.namespace}/${s.metadata.name}`),
+        ['default/kubernetes'],
+        'only the Service with that clusterIP',
+      )
+    },
+  },
+  {
     what: 'the cache overview',
     matches: c => c.endsWith(':10267/debug/cache'),
     check(t, ran) {
