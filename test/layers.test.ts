@@ -15,7 +15,7 @@ const layers: string[][] = [
   ['filters'],
   ['lib/cache'],
   ['lib/upstream'],
-  ['lib/certificates', 'lib/watch'],
+  ['lib/certificates', 'lib/watch', 'lib/pool'],
   ['lib/topology'],
   ['lib/observe'],
   ['lib/front'],

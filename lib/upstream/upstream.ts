@@ -236,7 +236,7 @@ export class Upstream {
   }
 
   /** A JSON request of the hub's own (the CSR flows), with the node's credentials. */
-  async callJson(method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ statusCode: number; body: any }> {
+  async callJson(method: 'GET' | 'POST' | 'PUT', path: string, body?: unknown): Promise<{ statusCode: number; body: any }> {
     const res = await this.request({
       method,
       path,
