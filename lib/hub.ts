@@ -41,6 +41,8 @@ export interface Hub {
   store: CacheStore
   recorder: Recorder
   topology: TopologySource
+  /** the shared watch caches (a node pool's follower points them at its leader: useSource) */
+  watchCaches: WatchCaches
   streams: LiveStreams
   metrics: Metrics
   log: Logger
@@ -300,6 +302,7 @@ async function startWithCache(
     metrics,
     log,
     topology,
+    watchCaches,
     secureUrl: secure?.url,
     async close() {
       checker.stop()

@@ -36,7 +36,8 @@ export interface ReflectorSink {
 }
 
 export interface ReflectorOptions {
-  upstream: Upstream
+  /** where lists and watches go: asked at each request, so the source can change under a running reflector */
+  upstream: Pick<Upstream, 'request'>
   streams?: LiveStreams
   isOnline: () => boolean
   log: Logger
@@ -95,9 +96,14 @@ export class Reflector {
           this.listFrom = this.reached
           onListed()
         }
+        this.interrupted = false // it concerns an open watch only
         await this.watch()
         failedWatches = 0
       } catch (error) {
+        if (this.interrupted && !(error instanceof Relist)) {
+          this.interrupted = false
+          continue
+        }
         if (this.reached !== from) failedWatches = 0 // it got somewhere before it failed
         // a 410 or an ERROR event lists again; so does a watch that keeps failing from the same version
         if (error instanceof Relist || !this.reached || ++failedWatches >= maxWatchRetries) {
@@ -126,10 +132,17 @@ export class Reflector {
     this.wake()
   }
 
-  /** The open watch is dropped (the cloud went away); the loop waits until it is back. */
+  /**
+   * The open watch is dropped on purpose (the cloud went away, or the source changed): not a
+   * failure, so no backoff and no count towards a relist; the loop watches again from where it was
+   * (once the cloud is back).
+   */
   interrupt(): void {
+    this.interrupted = true
     this.stop()
   }
+
+  private interrupted = false
 
   private sleep(ms: number): Promise<void> {
     return new Promise(resolve => {

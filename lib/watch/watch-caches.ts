@@ -70,7 +70,11 @@ export class WatchCaches {
   private readonly caches = new Map<string, Entry>()
   private readonly sweeper: NodeJS.Timeout
 
+  /** where the reflectors list and watch: the cloud, or (a follower of a node pool) the pool's leader */
+  private source: Pick<Upstream, 'request'>
+
   constructor(private readonly options: WatchCachesOptions) {
+    this.source = options.upstream
     this.shared = new Set(options.resources)
     const grace = options.graceMs ?? 5 * 60_000
     this.sweeper = setInterval(() => this.sweep(grace), Math.min(grace, 60_000))
@@ -158,7 +162,8 @@ export class WatchCaches {
         progress: rv => cache.progress(rv),
       },
       {
-        upstream: options.upstream,
+        // the source is read at each list and watch: useSource() moves every reflector at once
+        upstream: { request: req => this.source.request(req) },
         streams: options.streams,
         isOnline: options.isOnline,
         log: options.log,
@@ -183,6 +188,18 @@ export class WatchCaches {
     const selection = await this.options.store.list(key, scope)
     if (!selection?.complete || selection.lost.length > 0 || cache.isSynced) return
     cache.seed(selection.items, selection.resourceVersion)
+  }
+
+  /**
+   * Lists and watches go to another source from now on: the pool's leader, or the cloud again. The
+   * open upstream watches are dropped and resume there from the version they reached; the
+   * resourceVersions are the apiserver's on either side, so nothing is listed again and no local
+   * client notices.
+   */
+  useSource(source: Pick<Upstream, 'request'>): void {
+    if (source === this.source) return
+    this.source = source
+    for (const { reflector } of this.caches.values()) reflector.interrupt()
   }
 
   /** Whether `component` has listed or watched `key`'s resource through a cache that keeps its objects under `key.component`. */
