@@ -218,3 +218,26 @@ export async function openWatch(
     },
   }
 }
+
+/** One closed-loop run, with the CPU ms it cost the simulator, the proxy under test and the load generator. */
+export interface Loop {
+  perSecond: number
+  latencies: number[]
+  cpuMs: number[]
+}
+
+/** The median rate of several runs. */
+export const loopRate = (runs: Loop[]): number => median(runs.map(l => l.perSecond))
+
+/** The p99 latency over every request of several runs, ms, as text. */
+export const loopP99 = (runs: Loop[]): string =>
+  percentile(
+    runs.flatMap(l => l.latencies),
+    99,
+  ).toFixed(2)
+
+/** CPU µs per request of the simulator, the proxy and the load generator: `a / b / c`. */
+export function loopCpu(runs: Loop[]): string {
+  const requests = runs.reduce((n, l) => n + l.latencies.length, 0)
+  return [0, 1, 2].map(i => ((runs.reduce((t, l) => t + l.cpuMs[i], 0) * 1000) / requests).toFixed(0)).join(' / ')
+}

@@ -11,8 +11,8 @@ import { gunzipSync } from 'node:zlib'
 import { Agent, request } from 'undici'
 import type { Context } from './context.ts'
 import { HubProcess, sleep, withCpu } from './processes.ts'
-import { clientHeaders, closedLoop, median, openWatch, percentile, protobufType, timedList, userAgents } from './load.ts'
-import type { Format, Listed, OpenWatch } from './load.ts'
+import { clientHeaders, closedLoop, loopCpu, loopP99, loopRate, median, openWatch, percentile, protobufType, timedList, userAgents } from './load.ts'
+import type { Format, Listed, Loop, OpenWatch } from './load.ts'
 import { figureRow, guarded, naRow, ratioRow } from './report.ts'
 import type { Row } from './report.ts'
 import * as objects from './objects.ts'
@@ -312,12 +312,6 @@ async function measureSelectors(
 
 // ---- GET of a Node at resourceVersion=0 ---------------------------------------------------------------
 
-interface Loop {
-  perSecond: number
-  latencies: number[]
-  cpuMs: number[]
-}
-
 async function nodeGetRows(ctx: Context, hub: HubProcess, rows: Row[]): Promise<void> {
   const conns = 50
   const format: Format = ctx.noProtobuf ? 'json' : 'protobuf'
@@ -363,16 +357,9 @@ async function nodeGetRows(ctx: Context, hub: HubProcess, rows: Row[]): Promise<
       metricSum(text, 'outpost_requests_total', { component: 'kubelet', verb: 'get', ...labels })
     const sent = kubeletGets(metricsAfter) - kubeletGets(metricsBefore)
     const cached = kubeletGets(metricsAfter, { source: 'cache' }) - kubeletGets(metricsBefore, { source: 'cache' })
-    const rate = (r: Loop[]) => median(r.map(l => l.perSecond))
-    const p99 = (r: Loop[]) =>
-      percentile(
-        r.flatMap(l => l.latencies),
-        99,
-      ).toFixed(2)
-    const cpu = (r: Loop[]) => {
-      const requests = r.reduce((n, l) => n + l.latencies.length, 0)
-      return [0, 1, 2].map(i => ((r.reduce((t, l) => t + l.cpuMs[i], 0) * 1000) / requests).toFixed(0)).join(' / ')
-    }
+    const rate = loopRate
+    const p99 = loopP99
+    const cpu = loopCpu
     return [
       ratioRow(
         {

@@ -7,6 +7,9 @@ import { FloorProcess, HubProcess, withCpu } from './processes.ts'
 import {
   clientHeaders,
   closedLoop,
+  loopCpu,
+  loopP99,
+  loopRate,
   median,
   openWatch,
   passThroughHeaders,
@@ -16,7 +19,7 @@ import {
   timedList,
   userAgents,
 } from './load.ts'
-import type { Format, Listed } from './load.ts'
+import type { Format, Listed, Loop } from './load.ts'
 import { figureRow, guarded, naRow, ratioRow } from './report.ts'
 import type { Row } from './report.ts'
 import { slicesPath, slicesWatchPath, warmUpPath, smallConfigMapPath, watchedConfigMapsWatchPath, writtenAtAnnotation } from './objects.ts'
@@ -28,12 +31,6 @@ const relayed = 'kubectl with a token of its own, which the hub relays: neither 
 const label = (format: Format): string => (format === 'json' ? 'JSON' : 'protobuf')
 
 // ---- row 1: GET of a small object ---------------------------------------------------------------
-
-interface Loop {
-  perSecond: number
-  latencies: number[]
-  cpuMs: number[]
-}
 
 export async function getRows(ctx: Context, hub: HubProcess): Promise<Row[]> {
   const floor = await FloorProcess.start(ctx.sim.url)
@@ -72,17 +69,9 @@ async function getRowsWith(ctx: Context, hub: HubProcess, floor: FloorProcess): 
     runs.cached.push(await loop(via, cached))
     runs.floor.push(await loop(bare, uncached, floor.pid))
   }
-  const rate = (r: Loop[]) => median(r.map(l => l.perSecond))
-  const p99At = (r: Loop[]) =>
-    percentile(
-      r.flatMap(l => l.latencies),
-      99,
-    ).toFixed(2)
-  /** CPU µs per request of the simulator, the hub and the load generator */
-  const cpu = (r: Loop[]) => {
-    const requests = r.reduce((n, l) => n + l.latencies.length, 0)
-    return [0, 1, 2].map(i => ((r.reduce((t, l) => t + l.cpuMs[i], 0) * 1000) / requests).toFixed(0)).join(' / ')
-  }
+  const rate = loopRate
+  const p99At = loopP99
+  const cpu = loopCpu
   // added latency: requests one at a time (no queueing), blocks alternating between the two paths
   const blocks = 5
   const one = { direct: [] as number[], hub: [] as number[] }
