@@ -133,9 +133,8 @@ export class Reflector {
   }
 
   /**
-   * The open watch is dropped on purpose (the cloud went away, or the source changed): not a
-   * failure, so no backoff and no count towards a relist; the loop watches again from where it was
-   * (once the cloud is back).
+   * The open watch is dropped on purpose (the source changed): not a failure, so no backoff and
+   * no count towards a relist; the loop watches again at once, from where it was, on the new source.
    */
   interrupt(): void {
     this.interrupted = true
@@ -201,6 +200,8 @@ export class Reflector {
     const format = framingOf(res.headers['content-type'] as string | undefined) ?? 'json'
     const stop = () => res.body.destroy()
     this.stop = stop
+    // interrupted while the request was on its way (the source changed): this watch is already stale
+    if (this.interrupted) stop()
     this.options.streams?.addUpstreamWatch(stop)
     const closed = this.options.observe?.watchOpened?.()
     let silent = false
