@@ -6,9 +6,28 @@ import { fieldsOf, selectableFields } from '../api/field-selectors.ts'
 import type { CachedObject } from './types.ts'
 import { asJson } from './translate.ts'
 
-/** undefined when the resource has no selectable field beyond metadata.name and metadata.namespace. */
+const beyondMetadata = new Map<string, readonly string[]>()
+
+/** The resource's selectable fields other than metadata.name and metadata.namespace. */
+function labelsOf(group: string, resource: string): readonly string[] {
+  const key = `${group}/${resource}`
+  let labels = beyondMetadata.get(key)
+  if (!labels) {
+    labels = selectableFields(group, resource).filter(label => label !== 'metadata.name' && label !== 'metadata.namespace')
+    if (beyondMetadata.size < 256) beyondMetadata.set(key, labels)
+  }
+  return labels
+}
+
+/**
+ * undefined when there is nothing to add: the resource has no selectable field beyond
+ * metadata.name and metadata.namespace, or the object carries them all already (read back from disk).
+ */
 export function selectableFieldValues(group: string, resource: string, object: CachedObject): Record<string, string> | undefined {
-  if (selectableFields(group, resource).every(label => label === 'metadata.name' || label === 'metadata.namespace')) return undefined
+  const labels = labelsOf(group, resource)
+  if (labels.length === 0) return undefined
+  const known = object.fields
+  if (known && labels.every(label => Object.hasOwn(known, label))) return undefined
   const parsed = asJson(object)
   return parsed ? fieldsOf(group, resource, parsed) : undefined
 }

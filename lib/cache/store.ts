@@ -149,7 +149,7 @@ export class CacheStore {
       }
       if (body) this.bodies.set(CacheStore.bodyKey(key, meta.namespace, meta.name), body)
     }
-    return body ? { ...meta, body } : undefined
+    return body ? { ...meta, body, labels: entry.labels } : undefined
   }
 
   private markLost(key: ResourceKey, entry: Entry, why: string): void {
@@ -348,7 +348,7 @@ export class CacheStore {
       }
       if (!inScope(indexed(entry), scope)) continue
       // the common case, a body still in memory, without a microtask per item
-      const object = body ? { ...entry.meta, body } : await this.withBody(key, entry)
+      const object = body ? { ...entry.meta, body, labels: entry.labels } : await this.withBody(key, entry)
       if (object) items.push(object)
       else lost.push(`${objectKey(entry.meta.namespace, entry.meta.name)}: ${entry.lost}`)
     }

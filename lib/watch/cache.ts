@@ -15,6 +15,7 @@ import type { CachedObject, ResourceKey } from '../cache/types.ts'
 import type { CacheStore } from '../cache/store.ts'
 import type { ParsedScope } from '../cache/scope.ts'
 import { vouchedFields } from '../cache/scope.ts'
+import { labelsOf } from '../cache/entries.ts'
 import { storageKey } from '../api/continue-token.ts'
 import { apiVersionOf, builtinKind, kindProblem } from '../api/kinds.ts'
 import { isNotOlder, newestOf } from '../cache/versions.ts'
@@ -118,7 +119,8 @@ export class WatchCache implements ReflectorSink {
   /** Starts from what the disk holds for this scope (a restart while the cloud is away). */
   seed(items: CachedObject[], resourceVersion: string): void {
     if (items[0]) this.answered = items[0].format
-    for (const object of items) this.objects.set(idOf(object), this.vouched(object))
+    // labels too: what the disk gives back has them in its index, not on the object, and every selection reads them
+    for (const object of items) this.objects.set(idOf(object), this.vouched(object.labels ? object : { ...object, labels: labelsOf(object) }))
     if (items[0]) this.admit(items[0].kind, items[0].apiVersion)
     this.resourceVersion = numericVersion(resourceVersion)
     this.applied = this.resourceVersion
