@@ -80,11 +80,12 @@ export async function readWatchCache(
   } catch (error) {
     return answer(failure(400, (error as Error).message))
   }
-  const cache = caches.cacheFor(info, format)
-  // the part of the cache the request selects (undefined: all of it); a field the apiserver cannot select on is its 400
-  const selection = scope.id === cache.options.scope.id ? undefined : scope
+  // a field the apiserver cannot select on is its 400, before any cache is made for it
   const unsupported = fieldSelectorProblem(info.apiGroup, info.resource, scope.fields)
   if (unsupported) return answer(failure(400, unsupported, 'BadRequest'))
+  const cache = caches.cacheFor(info, format)
+  // the part of the cache the request selects (undefined: all of it)
+  const selection = scope.id === cache.options.scope.id ? undefined : scope
   if (!(await waitFor(() => cache.isSynced, online ? (options.syncWaitMs ?? 3_000) : 200, cache))) {
     if (!online) return { kind: 'declined', why: 'nothing whole on disk for this scope' } // the offline answer says why
     if (info.verb === 'get') return { kind: 'declined', why: 'the watch cache is not initialized yet' } // as the apiserver, which reads etcd then
