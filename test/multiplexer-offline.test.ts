@@ -87,7 +87,7 @@ t.test('selectors answered offline as online, from memory and after a restart fr
     const got = await names(hub.proxyUrl, q)
     t.same([got.status, got.names], [200, online.get(q)], `restarted offline, from disk: ${q}`)
   }
-  const pods = await request(`${hub.proxyUrl}/api/v1/services?fieldSelector=spec.bogus%3Dx`, { headers: { 'user-agent': kubelet } })
-  t.equal(pods.statusCode, 400, 'and refused the same way after the restart')
-  await pods.body.arrayBuffer()
+  const refusedAfterRestart = await request(`${hub.proxyUrl}/api/v1/services?fieldSelector=spec.bogus%3Dx`, { headers: { 'user-agent': kubelet } })
+  t.equal(refusedAfterRestart.statusCode, 400, 'and refused the same way after the restart')
+  await refusedAfterRestart.body.arrayBuffer()
 })

@@ -66,6 +66,7 @@ t.test('the shared caches move to another source and back: resumed watches, no l
     )
   const listsBefore = hubLists()
   const connectsBefore = clientLists
+  t.ok(connectsBefore > 0, "the informer's own list+watch is counted (so a second one would be)")
   const leader = await relay(t, h.simulator.url)
   const leaderUpstream = new Upstream({ servers: [new URL(leader.url)], credentials: {} })
   t.teardown(() => leaderUpstream.close())

@@ -14,7 +14,7 @@ import { CacheStore, RejectedError } from './store.ts'
 import { decodeEvent, decodeList, decodeObject } from './decode.ts'
 import type { DecodedEvent } from './decode.ts'
 import { documentFor, documentsKey } from './documents.ts'
-import { parseScope, vouchedFields } from './scope.ts'
+import { vouchedFields } from './scope.ts'
 import type { ParsedScope } from './scope.ts'
 import type { WireFormat } from '../api/wire-format.ts'
 

@@ -9,7 +9,7 @@ import { asJson } from './translate.ts'
 const beyondMetadata = new Map<string, readonly string[]>()
 
 /** The resource's selectable fields other than metadata.name and metadata.namespace. */
-function labelsOf(group: string, resource: string): readonly string[] {
+function labelsBeyondMetadata(group: string, resource: string): readonly string[] {
   const key = `${group}/${resource}`
   let labels = beyondMetadata.get(key)
   if (!labels) {
@@ -24,7 +24,7 @@ function labelsOf(group: string, resource: string): readonly string[] {
  * metadata.name and metadata.namespace, or the object carries them all already (read back from disk).
  */
 export function selectableFieldValues(group: string, resource: string, object: CachedObject): Record<string, string> | undefined {
-  const labels = labelsOf(group, resource)
+  const labels = labelsBeyondMetadata(group, resource)
   if (labels.length === 0) return undefined
   const known = object.fields
   if (known && labels.every(label => Object.hasOwn(known, label))) return undefined

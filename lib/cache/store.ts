@@ -15,7 +15,7 @@ import { covers, describeScope, inScope, needsBodies, parseScope } from './scope
 import type { ParsedScope } from './scope.ts'
 import { storageKey } from '../api/continue-token.ts'
 import { Collection, wholeCollection } from './collection.ts'
-import type { Entry, StoredMeta } from './collection.ts'
+import type { Entry } from './collection.ts'
 import { isNotOlder, newestOf, numericVersion } from './versions.ts'
 import { Persister } from './persist.ts'
 import { LoadGate } from './load-gate.ts'

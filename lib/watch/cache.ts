@@ -300,13 +300,12 @@ export class WatchCache implements ReflectorSink {
       this.stats.olderIgnored++
       return
     }
+    event.previous = held
     this.dispatch(event)
   }
 
   private dispatch(event: CacheEvent): void {
     const id = idOf(event.object)
-    // a relist's events carry what the cache held before the list replaced it
-    if (!('previous' in event)) event.previous = this.objects.get(id)
     if (event.type === 'DELETED') this.objects.delete(id)
     else this.objects.set(id, event.object)
     if (event.resourceVersion > this.resourceVersion) this.resourceVersion = event.resourceVersion

@@ -21,7 +21,6 @@ import { decodeUnknown, decodeWatchEvent, objectMeta } from '../codec/protobuf.t
 import { stampedBody } from './stamp.ts'
 import { eventFrame } from '../api/watch-event-frames.ts'
 import { watchEventRanges } from '../codec/json-scan.ts'
-import type { RequestInfo } from '../api/requestinfo.ts'
 import { numericVersion } from '../cache/versions.ts'
 import type { WireFormat } from '../api/wire-format.ts'
 

@@ -76,6 +76,7 @@ export class WatchCaches {
   constructor(private readonly options: WatchCachesOptions) {
     this.source = options.upstream
     this.shared = new Set(options.resources)
+    this.podScope = parseScope({ namespace: '', labelSelector: '', fieldSelector: `spec.nodeName=${options.nodeName}` })
     const grace = options.graceMs ?? 5 * 60_000
     this.sweeper = setInterval(() => this.sweep(grace), Math.min(grace, 60_000))
     this.sweeper.unref()
@@ -83,13 +84,11 @@ export class WatchCaches {
 
   /** The cache's scope for a resource: the widest the node reads. */
   private widest(resource: string): ParsedScope {
-    if (resource !== 'pods') return everything
-    let scope = this.podScope
-    if (!scope) scope = this.podScope = parseScope({ namespace: '', labelSelector: '', fieldSelector: `spec.nodeName=${this.options.nodeName}` })
-    return scope
+    return resource === 'pods' ? this.podScope : everything
   }
 
-  private podScope: ParsedScope | undefined
+  /** kubelet's own pods: all the Node authorizer lets a node list */
+  private readonly podScope: ParsedScope
 
   /**
    * Whether a shared watch cache answers a request: a list or watch within the widest scope the node
