@@ -151,9 +151,10 @@ async function faultyRun(base: string, name: string, plan: FaultPlan): Promise<{
   const disk = await DiskCache.open(dir, quiet, { ...small, io })
   io.arm()
   const acked = await runScenario(disk, io.frozen)
-  const compactions = disk.stats.compactions
   // a kill may come while it closes, too
   await Promise.race([disk.close(), io.frozen])
+  // read once closed: close waits for a compaction under way (on a slow disk one may outlast the scenario)
+  const compactions = disk.stats.compactions
   if (io.isFrozen) {
     await disk.abandon()
     await io.closeAll()
