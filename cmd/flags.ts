@@ -110,6 +110,17 @@ function portOrOff(value: string): number | null {
   return value === '0' ? null : port(value)
 }
 
+function onOff(value: string): boolean {
+  if (value === 'on') return true
+  if (value === 'off') return false
+  throw new InvalidValue('must be on or off')
+}
+
+/** 0 is any free port (tests, several hubs on one host). */
+function portOrAny(value: string): number {
+  return value === '0' ? 0 : port(value)
+}
+
 function bool(value: string): boolean {
   if (value === 'true') return true
   if (value === 'false') return false
@@ -183,6 +194,14 @@ function nodeName(value: string): string {
   if (value.length > 253 || !dnsSubdomain.test(value)) {
     throw new InvalidValue('must be a Kubernetes node name: lower-case letters, digits, "-" and ".", at most 253 characters')
   }
+  return value
+}
+
+const dnsLabel = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/
+
+function namespaceName(value: string): string {
+  nonEmpty(value)
+  if (value.length > 63 || !dnsLabel.test(value)) throw new InvalidValue('must be a namespace name: lower-case letters, digits and "-", at most 63 characters')
   return value
 }
 
@@ -503,6 +522,96 @@ export const flags: readonly FlagSpec[] = [
     parse: sharedResources,
   }),
   spec({
+    flag: 'pool-sharing',
+    env: 'OUTPOST_POOL_SHARING',
+    arg: 'on|off',
+    key: 'poolSharing',
+    default: 'off',
+    help: "leader hubs: the node pool's hubs elect one (a Lease) that watches the cloud's\npool-wide resources; the others list and watch them from it",
+    parse: values => onOff(last(values)),
+  }),
+  spec({
+    flag: 'pool-port',
+    env: 'OUTPOST_POOL_PORT',
+    arg: 'PORT',
+    key: 'poolPort',
+    default: String(defaults.poolPort),
+    help: "the leader's pool port (HTTPS, node client certificates only); 0: any free port",
+    parse: values => portOrAny(last(values)),
+  }),
+  spec({
+    flag: 'pool-bind-address',
+    env: 'OUTPOST_POOL_BIND_ADDRESS',
+    arg: 'IP',
+    key: 'poolBindAddress',
+    default: defaults.poolBindAddress,
+    help: 'address of the pool port',
+    parse: values => ipAddress(last(values)),
+  }),
+  spec({
+    flag: 'pool-advertise-address',
+    env: 'OUTPOST_POOL_ADVERTISE_ADDRESS',
+    arg: 'IP',
+    key: 'poolAdvertiseAddress',
+    default: "the node's InternalIP",
+    help: 'where the other hubs of the pool reach this one when it leads',
+    parse: values => ipAddress(last(values)),
+  }),
+  spec({
+    flag: 'pool-lease-namespace',
+    env: 'OUTPOST_POOL_LEASE_NAMESPACE',
+    arg: 'NS',
+    key: 'poolLeaseNamespace',
+    default: defaults.poolLeaseNamespace,
+    help: "namespace of the pool's Lease (manifests/rbac.yaml lets nodes use Leases there)",
+    parse: values => namespaceName(last(values)),
+  }),
+  spec({
+    flag: 'pool-lease-name',
+    env: 'OUTPOST_POOL_LEASE_NAME',
+    arg: 'NAME',
+    key: 'poolLeaseName',
+    default: 'outpost-pool-<pool>',
+    help: "name of the pool's Lease",
+    parse: values => nodeName(last(values)),
+  }),
+  spec({
+    flag: 'pool-client-ca-file',
+    env: 'OUTPOST_POOL_CLIENT_CA_FILE',
+    arg: 'PATH',
+    key: 'poolClientCaFile',
+    default: "the kubeconfig's CA",
+    help: 'CA bundle the pool port checks node client certificates with (cluster client CA)',
+    parse: values => nonEmpty(last(values)),
+  }),
+  spec({
+    flag: 'pool-lease-duration',
+    env: 'OUTPOST_POOL_LEASE_DURATION',
+    arg: 'TIME',
+    key: 'poolLeaseDurationMs',
+    default: `${defaults.poolLeaseDurationMs / 1000}s`,
+    help: "how long the other hubs wait after a leader's last renewal before taking over",
+    parse: values => duration(last(values)),
+  }),
+  spec({
+    flag: 'pool-renew-deadline',
+    env: 'OUTPOST_POOL_RENEW_DEADLINE',
+    arg: 'TIME',
+    key: 'poolRenewDeadlineMs',
+    default: `${defaults.poolRenewDeadlineMs / 1000}s`,
+    help: 'a leader that has not renewed for this long stops leading (shorter than the lease)',
+    parse: values => duration(last(values)),
+  }),
+  spec({
+    flag: 'pool-retry-period',
+    env: 'OUTPOST_POOL_RETRY_PERIOD',
+    arg: 'TIME',
+    key: 'poolRetryPeriodMs',
+    default: `${defaults.poolRetryPeriodMs / 1000}s`,
+    help: 'how often the Lease is read, renewed or tried for',
+    parse: values => duration(last(values)),
+  }),
+  spec({
     flag: 'watch-silence',
     env: 'OUTPOST_WATCH_SILENCE',
     arg: 'DURATION',
@@ -556,6 +665,11 @@ const crossChecks: ((config: HubConfig) => string | undefined)[] = [
     c.securePort === c.port || c.securePort === c.adminPort ? `--secure-port ${c.securePort} is already --port or --admin-port; they must differ` : undefined,
   c => ((c.tlsCertFile === undefined) !== (c.tlsKeyFile === undefined) ? '--tls-cert-file and --tls-private-key-file go together' : undefined),
   plainBindProblem,
+  c =>
+    c.poolSharing && !(c.poolRetryPeriodMs < c.poolRenewDeadlineMs && c.poolRenewDeadlineMs < c.poolLeaseDurationMs)
+      ? `--pool-retry-period (${c.poolRetryPeriodMs} ms) < --pool-renew-deadline (${c.poolRenewDeadlineMs} ms) < --pool-lease-duration (${c.poolLeaseDurationMs} ms) must hold: a leader stops before its lease can be taken`
+      : undefined,
+  c => (c.poolSharing && [c.port, c.adminPort, c.securePort].includes(c.poolPort) ? `--pool-port ${c.poolPort} is already another port of the hub` : undefined),
 ]
 
 // ---- help ---------------------------------------------------------------------------------------

@@ -70,6 +70,22 @@ export interface HubConfig {
   sharedWatches: boolean
   /** `group/version/resource` of the resources the shared watch caches keep (core: `v1/services`) */
   sharedResources: string[]
+  /** leader hubs (lib/pool/): one hub per node pool watches the cloud's pool-wide resources, the others watch it */
+  poolSharing: boolean
+  /** the leader's pool port (HTTPS, node client certificates only); 0 = any free port */
+  poolPort: number
+  poolBindAddress: string
+  /** where the other hubs of the pool reach this one when it leads; default the node's InternalIP */
+  poolAdvertiseAddress?: string
+  poolLeaseNamespace: string
+  /** default `outpost-pool-<pool>` */
+  poolLeaseName?: string
+  /** the CA that node client certificates on the pool port must verify against; default the kubeconfig's CA */
+  poolClientCaFile?: string
+  /** client-go leaderelection's LeaseDuration, RenewDeadline and RetryPeriod */
+  poolLeaseDurationMs: number
+  poolRenewDeadlineMs: number
+  poolRetryPeriodMs: number
 }
 
 export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
@@ -101,7 +117,22 @@ export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
   watchSilenceTimeoutMs: 150_000,
   sharedWatches: true,
   sharedResources: ['v1/services', 'v1/endpoints', 'v1/nodes', 'v1/pods', 'discovery.k8s.io/v1/endpointslices', 'discovery.k8s.io/v1beta1/endpointslices'],
+  poolSharing: false,
+  poolPort: 10269,
+  poolBindAddress: '0.0.0.0',
+  poolLeaseNamespace: 'kube-system',
+  poolLeaseDurationMs: 15_000,
+  poolRenewDeadlineMs: 10_000,
+  poolRetryPeriodMs: 2_000,
 })
+
+/**
+ * The shared resources a pool's leader feeds its followers: every one the whole pool reads alike.
+ * kubelet's pods are this node's alone (the Node authorizer lets a node list only its own).
+ */
+export function poolWideResources(sharedResources: readonly string[]): string[] {
+  return sharedResources.filter(resource => resource !== 'v1/pods')
+}
 
 /** 127.0.0.0/8 and ::1 (also as ::ffff:127.x): addresses nobody off this host can reach. */
 export function isLoopback(address: string): boolean {

@@ -29,6 +29,10 @@ import { UpstreamAnswerer } from './front/upstream-answerer.ts'
 import { WatchCacheAnswerer } from './front/watch-cache-answerer.ts'
 import { OfflineAnswerer } from './front/offline-answerer.ts'
 import type { Metrics } from './observe/metrics.ts'
+import { SourceSwitch } from './upstream/source-switch.ts'
+import { startHubPool } from './hub-pool.ts'
+import type { HubPool } from './hub-pool.ts'
+import { poolWideResources } from './config.ts'
 
 export interface Hub {
   /** http://<bind>:<port> of the proxy */
@@ -41,8 +45,11 @@ export interface Hub {
   store: CacheStore
   recorder: Recorder
   topology: TopologySource
-  /** the shared watch caches (a node pool's follower points them at its leader: useSource) */
   watchCaches: WatchCaches
+  /** where the pool-wide list+watches go: the cloud, or (a follower of a node pool) its leader */
+  poolSource: SourceSwitch
+  /** this hub's part in its node pool; undefined with --pool-sharing=off */
+  pool: HubPool | undefined
   streams: LiveStreams
   metrics: Metrics
   log: Logger
@@ -125,6 +132,7 @@ async function startWithCache(
   cacheOff: string | undefined,
 ): Promise<Hub> {
   const { servers, credentials, source: nodeCredentials } = await resolveUpstream(config, log, options)
+  let currentCredentials = credentials
 
   // The health checker needs the upstream (to probe) and the upstream reports to the health checker.
   let health: HealthChecker | undefined
@@ -182,8 +190,10 @@ async function startWithCache(
   const kept = cacheOff === undefined ? store : undefined
   const checker = health
 
+  // pool-wide reads (the topology source's and the shared caches') follow a pool's leader when there is one
+  const poolSource = new SourceSwitch(upstream)
   const topology = new TopologySource({
-    upstream,
+    upstream: poolSource,
     streams,
     state: disk,
     nodeName: config.nodeName,
@@ -210,6 +220,8 @@ async function startWithCache(
     silenceMs: config.watchSilenceTimeoutMs,
     observer: metrics,
     resources: config.sharedResources,
+    poolSource,
+    poolResources: poolWideResources(config.sharedResources),
   })
   metrics.observeWatchCaches(() => watchCaches.describe())
   // what a filtered watch was shown is worked out before anything the filters read changes: the
@@ -261,6 +273,7 @@ async function startWithCache(
   const proxy = createProxyServer({ ...limits, handle: router.handlerFor(), upgrades: { upstream }, logger: log })
   const api: ApiCaller = (method, path, body) => upstream.callJson(method, path, body)
   let secure: SecurePort | undefined
+  let pool: HubPool | undefined
   const admin = createAdminServer({
     log,
     metrics,
@@ -274,6 +287,7 @@ async function startWithCache(
     loading: () => store.loading,
     watchCaches,
     servedFromShared: (component, key) => watchCaches.servedFrom(component, key),
+    pool: () => pool,
   })
 
   try {
@@ -282,15 +296,31 @@ async function startWithCache(
     await proxy.listen({ host: config.bindAddress, port: config.port })
     await admin.listen({ host: config.adminAddress, port: config.adminPort })
     if (config.securePort !== null) secure = await startSecurePort(config, log, { router, upstream, limits }, api, options.timing)
+    if (config.poolSharing)
+      pool = await startHubPool({
+        config,
+        log,
+        upstream,
+        credentials: () => currentCredentials,
+        poolSource,
+        topology,
+        watchCaches,
+        answerer: { filteredWatches, streams, observer: metrics, bookmarkIntervalMs: options.cacheBookmarkIntervalMs },
+        isOnline: () => checker.state === 'online',
+        observer: metrics,
+      })
   } catch (error) {
     health.stop()
     await topology.stop()
     watchCaches.close()
     await loaded
-    await Promise.allSettled([proxy.close(), admin.close(), secure?.close(), upstream.close()])
+    await Promise.allSettled([proxy.close(), admin.close(), secure?.close(), pool?.close(), upstream.close()])
     throw error
   }
-  nodeCredentials.start(next => upstream.setCredentials(next), api)
+  nodeCredentials.start(next => {
+    currentCredentials = next
+    upstream.setCredentials(next)
+  }, api)
   const hub: Hub = {
     proxyUrl: urlOf(proxy.server.address() as AddressInfo),
     adminUrl: urlOf(admin.server.address() as AddressInfo),
@@ -303,8 +333,12 @@ async function startWithCache(
     log,
     topology,
     watchCaches,
+    poolSource,
+    pool,
     secureUrl: secure?.url,
     async close() {
+      // a leader hands its pool over at once (the Lease released) before it stops answering
+      await pool?.close()
       checker.stop()
       await topology.stop()
       nodeCredentials.stop()

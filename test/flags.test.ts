@@ -67,6 +67,13 @@ t.test('defaults', async t => {
     filters: ['servicetopology', 'masterservice', 'serviceenvupdater', 'forwardkubesvctraffic', 'discardcloudservice', 'nodeportisolation', 'inclusterconfig'],
     disabledFilters: [],
     filterComponents: {},
+    poolSharing: false,
+    poolPort: 10269,
+    poolBindAddress: '0.0.0.0',
+    poolLeaseNamespace: 'kube-system',
+    poolLeaseDurationMs: 15_000,
+    poolRenewDeadlineMs: 10_000,
+    poolRetryPeriodMs: 2_000,
   })
 })
 
@@ -120,6 +127,18 @@ const each: [string, string, keyof HubConfig, unknown][] = [
   ['disable-filters', 'discardcloudservice', 'disabledFilters', ['discardcloudservice']],
   ['filter-components', 'masterservice=kubelet,my-agent', 'filterComponents', { masterservice: ['kubelet', 'my-agent'] }],
   ['advertise-address', '169.254.2.1', 'advertiseAddress', '169.254.2.1'],
+  ['pool-sharing', 'on', 'poolSharing', true],
+  ['pool-sharing', 'off', 'poolSharing', false],
+  ['pool-port', '10300', 'poolPort', 10300],
+  ['pool-port', '0', 'poolPort', 0],
+  ['pool-bind-address', '192.168.1.7', 'poolBindAddress', '192.168.1.7'],
+  ['pool-advertise-address', '192.168.1.7', 'poolAdvertiseAddress', '192.168.1.7'],
+  ['pool-lease-namespace', 'edge-system', 'poolLeaseNamespace', 'edge-system'],
+  ['pool-lease-name', 'hubs.shanghai', 'poolLeaseName', 'hubs.shanghai'],
+  ['pool-client-ca-file', '/etc/kubernetes/pki/ca.crt', 'poolClientCaFile', '/etc/kubernetes/pki/ca.crt'],
+  ['pool-lease-duration', '30s', 'poolLeaseDurationMs', 30_000],
+  ['pool-renew-deadline', '5s', 'poolRenewDeadlineMs', 5_000],
+  ['pool-retry-period', '500ms', 'poolRetryPeriodMs', 500],
 ]
 
 t.test('each flag, as --flag value and --flag=value', async t => {
@@ -330,6 +349,18 @@ t.test('errors are one-line UsageErrors', async t => {
       {},
       `invalid value "${'x'.repeat(64)}" for --nodepool: must be a label value: letters, digits, "-", "_" and ".", at most 63 characters`,
     ],
+    [['--pool-sharing', 'true'], {}, 'invalid value "true" for --pool-sharing: must be on or off'],
+    [
+      ['--pool-lease-namespace', 'Kube_System'],
+      {},
+      'invalid value "Kube_System" for --pool-lease-namespace: must be a namespace name: lower-case letters, digits and "-", at most 63 characters',
+    ],
+    [
+      ['--pool-sharing=on', '--pool-lease-duration', '10s', '--pool-renew-deadline', '10s'],
+      {},
+      '--pool-retry-period (2000 ms) < --pool-renew-deadline (10000 ms) < --pool-lease-duration (10000 ms) must hold: a leader stops before its lease can be taken',
+    ],
+    [['--pool-sharing=on', '--pool-port', '10261'], {}, '--pool-port 10261 is already another port of the hub'],
     [['--kubeconfig='], {}, 'invalid value "" for --kubeconfig: must not be empty'],
     [['--cache-dir='], {}, 'invalid value "" for --cache-dir: must not be empty'],
     [

@@ -19,6 +19,7 @@ const layers: string[][] = [
   ['lib/topology'],
   ['lib/observe'],
   ['lib/front'],
+  ['lib/hub-pool.ts'],
   ['lib/hub.ts'],
   ['cmd'],
 ]

@@ -71,7 +71,7 @@ t.test('the shared caches move to another source and back: resumed watches, no l
   const leaderUpstream = new Upstream({ servers: [new URL(leader.url)], credentials: {} })
   t.teardown(() => leaderUpstream.close())
 
-  h.hub.watchCaches.useSource(leaderUpstream)
+  h.hub.poolSource.use(leaderUpstream)
   await eventually(
     () => leader.seen.some(r => r.startsWith('GET /apis/discovery.k8s.io/v1/endpointslices?') && r.includes('watch=')),
     10_000,
@@ -90,7 +90,7 @@ t.test('the shared caches move to another source and back: resumed watches, no l
   await eventually(() => has('src-b') && has('src-a', '10.5.9.9'), 10_000, 'the informer to see what changed after the move')
 
   const relayed = leader.seen.length
-  h.hub.watchCaches.useSource(h.hub.upstream)
+  h.hub.poolSource.use(h.hub.upstream)
   h.simulator.remove('discovery.k8s.io/v1', 'EndpointSlice', 'default', 'src-b')
   await eventually(() => !has('src-b'), 10_000, 'the informer to see the deletion after the move back')
   t.equal(hubLists(), listsBefore, 'the hub listed nothing: both moves resumed the watch')

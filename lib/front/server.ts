@@ -5,7 +5,7 @@ import Fastify, { LogController } from 'fastify'
 import type { FastifyError } from 'fastify'
 import type { Logger } from 'pino'
 import { sendStatus } from './respond.ts'
-import { attachUpgradeProxy } from './upgrade.ts'
+import { attachUpgradeProxy, refuseUpgrades } from './upgrade.ts'
 import type { Handler } from './router.ts'
 import type { Authenticate } from './authn.ts'
 import type { Upstream } from '../upstream/upstream.ts'
@@ -14,8 +14,8 @@ import { failure } from '../api/status.ts'
 export interface ProxyServerOptions {
   /** every HTTP request of this port (Router.handlerFor) */
   handle: Handler
-  /** exec, attach, port-forward: upgraded connections go straight to the apiserver */
-  upgrades: { upstream: Upstream; authenticate?: Authenticate }
+  /** exec, attach, port-forward: upgraded connections go straight to the apiserver; without, every upgrade is refused (403) */
+  upgrades?: { upstream: Upstream; authenticate?: Authenticate }
   logger: Logger
   /** serve TLS (1.2+): the serving certificate, and the CA client certificates are checked against */
   https?: { cert: Buffer; key: Buffer; clientCa?: Buffer }
@@ -123,6 +123,7 @@ export function createProxyServer(options: ProxyServerOptions) {
     reply.hijack()
     sendStatus(reply.raw, failure(code, error.message))
   })
-  attachUpgradeProxy(app.server, options.upgrades.upstream, options.logger, options.upgrades.authenticate)
+  if (options.upgrades) attachUpgradeProxy(app.server, options.upgrades.upstream, options.logger, options.upgrades.authenticate)
+  else refuseUpgrades(app.server, failure(403, 'this port relays no upgraded connections (exec, attach, port-forward, websocket watches)', 'Forbidden'))
   return app
 }

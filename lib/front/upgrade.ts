@@ -31,6 +31,14 @@ function refuse(socket: Duplex, status: Status): void {
   )
 }
 
+/** A port that relays no upgrades (the pool port): each is refused with `status` before anything is read. */
+export function refuseUpgrades(server: Server, status: Status): void {
+  server.on('upgrade', (_req: IncomingMessage, client: Duplex) => {
+    client.on('error', () => client.destroy())
+    refuse(client, status)
+  })
+}
+
 export function attachUpgradeProxy(server: Server, upstream: Upstream, log: Logger, authenticate?: Authenticate): void {
   server.on('upgrade', (req: IncomingMessage, client: Duplex, head: Buffer) => {
     client.on('error', () => client.destroy())

@@ -39,6 +39,8 @@ export interface AdminOptions {
   watchCaches?: { describe(): unknown[] }
   /** whether a component is served a resource from a shared collection (`shared-json`, `shared-protobuf`) */
   servedFromShared?(component: string, key: ResourceKey): boolean
+  /** this hub's part in its node pool (undefined: --pool-sharing=off) */
+  pool?: () => { describe(): unknown; note(): string | undefined } | undefined
 }
 
 const everything = parseScope({ namespace: '', labelSelector: '', fieldSelector: '' })
@@ -88,7 +90,9 @@ export function createAdminServer(options: AdminOptions) {
     missing.push(...(options.cacheProblems?.() ?? []))
     if (options.loading?.()) missing.push('cache: still being read from disk (what is read already is served)')
     reply.type('text/plain')
-    if (missing.length === 0) return 'ok'
+    // worth knowing, never a reason to be unready: the cloud serves what the pool's leader would
+    const note = options.pool?.()?.note()
+    if (missing.length === 0) return note ? `ok\n- ${note}\n` : 'ok'
     reply.code(503)
     return `not ready:\n${missing.map(m => `- ${m}`).join('\n')}\n`
   })
@@ -97,6 +101,8 @@ export function createAdminServer(options: AdminOptions) {
     reply.type(metrics.registry.contentType)
     return metrics.registry.metrics()
   })
+
+  admin.get('/debug/pool', async () => options.pool?.()?.describe() ?? { enabled: false, why: 'leader hubs are off (--pool-sharing=off)' })
 
   admin.get('/debug/cache', async () => ({
     cloud: health.state,

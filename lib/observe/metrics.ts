@@ -4,6 +4,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { qualifiedResource } from '../api/requestinfo.ts'
 import type { RequestInfo } from '../api/requestinfo.ts'
 import type { WatchCacheObserver } from '../watch/watch-caches.ts'
+import type { PoolObserver } from '../pool/pool-member.ts'
 import { resourceDirName } from '../cache/types.ts'
 import type { Collection } from '../cache/collection.ts'
 
@@ -56,7 +57,7 @@ export interface WatchCacheState {
   expired: number
 }
 
-export interface Metrics extends RequestObserver, WatchCacheObserver {
+export interface Metrics extends RequestObserver, WatchCacheObserver, PoolObserver {
   registry: Registry
   cacheLoadErrors: Counter
   cacheLoadedObjects: Gauge
@@ -299,6 +300,28 @@ export function createMetrics(): Metrics {
     labelNames: ['resource', 'format'],
     registers: [registry],
   })
+  const poolReceived = new Counter({
+    name: 'outpost_pool_received_bytes_total',
+    help: "Bytes the pool-wide watch caches read, from the cloud or from the node pool's leader hub",
+    labelNames: ['from'],
+    registers: [registry],
+  })
+  const poolLeader = new Gauge({ name: 'outpost_pool_leader', help: '1 while this hub leads its node pool (holds its Lease)', registers: [registry] })
+  const poolFollowing = new Gauge({
+    name: 'outpost_pool_following',
+    help: "1 while the pool-wide resources are read from the node pool's leader hub, 0 while from the cloud",
+    registers: [registry],
+  })
+  const poolLeaderChanges = new Counter({
+    name: 'outpost_pool_leader_changes_total',
+    help: "Changes of the node pool Lease's holder this hub has seen",
+    registers: [registry],
+  })
+  const poolFallbacks = new Counter({
+    name: 'outpost_pool_fallbacks_total',
+    help: 'Requests the leader hub failed, which went to the cloud instead',
+    registers: [registry],
+  })
   const received = new Counter({
     name: 'outpost_upstream_received_bytes_total',
     help: 'Bytes the shared watch caches received from the apiserver (lists and watch events)',
@@ -311,15 +334,30 @@ export function createMetrics(): Metrics {
     observeWatchCaches(read) {
       watchCaches = read
     },
-    upstreamWatchOpened(resource, format) {
+    upstreamWatchOpened(resource, format, from) {
+      // a follower's watch of its pool's leader costs the apiserver nothing
+      if (from === 'leader') return () => {}
       upstreamWatches.inc({ resource, format })
       return () => upstreamWatches.dec({ resource, format })
     },
     relisted(resource, format) {
       relists.inc({ resource, format })
     },
-    received(resource, format, bytes) {
-      received.inc({ resource, format }, bytes)
+    received(resource, format, bytes, from) {
+      if (from !== 'leader') received.inc({ resource, format }, bytes)
+      if (from) poolReceived.inc({ from }, bytes)
+    },
+    leading(on) {
+      poolLeader.set(on ? 1 : 0)
+    },
+    following(on) {
+      poolFollowing.set(on ? 1 : 0)
+    },
+    leaderChanged() {
+      poolLeaderChanges.inc()
+    },
+    fellBack() {
+      poolFallbacks.inc()
     },
     cacheLoadErrors: new Counter({
       name: 'outpost_cache_load_errors_total',

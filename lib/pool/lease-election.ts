@@ -94,8 +94,8 @@ export interface LeaseElectionOptions {
 
 /**
  * Runs the election. Emits 'leading' when this candidate becomes the leader, 'stopped' when it
- * stops leading (deadline passed, or stop()), and 'leader' with the holder's identity whenever the
- * holder it observes changes.
+ * stops leading (deadline passed, or stop()), 'leader' with the holder's identity whenever the
+ * holder it observes changes, and 'observed' after every round.
  */
 export class LeaseElection extends EventEmitter {
   private observed: Observation | undefined
@@ -129,6 +129,13 @@ export class LeaseElection extends EventEmitter {
   /** The Lease as last read or written, and who holds it. */
   get lease(): StoredLease | undefined {
     return this.observed?.lease
+  }
+
+  /** When the holder's term runs out on this candidate's clock, unless it renews; undefined when nobody holds it. */
+  get termEndsAt(): number | undefined {
+    const observed = this.observed
+    if (!observed || observed.lease.record.holderIdentity === '') return undefined
+    return observed.changedAt + observed.lease.record.leaseDurationSeconds * 1000
   }
 
   start(): void {
@@ -182,6 +189,7 @@ export class LeaseElection extends EventEmitter {
     } finally {
       // a leader that has not renewed for the deadline stops, before its lease can run out elsewhere
       if (this.leading && this.now() - this.lastRenew >= this.renewDeadlineMs) this.stepDown()
+      this.emit('observed')
     }
   }
 

@@ -7,7 +7,8 @@
 // cloud is away.
 import { EventEmitter } from 'node:events'
 import type { Logger } from 'pino'
-import type { Upstream } from '../upstream/upstream.ts'
+import { SourceSwitch } from '../upstream/source-switch.ts'
+import type { RequestSource } from '../upstream/source-switch.ts'
 import type { LiveStreams } from '../watch/streams.ts'
 import { Reflector } from '../watch/reflector.ts'
 import type { EventType, ReflectorSink } from '../watch/reflector.ts'
@@ -25,7 +26,8 @@ export interface StateStore {
 }
 
 export interface TopologySourceOptions {
-  upstream: Upstream
+  /** where Nodes and Services are listed and watched: the cloud, or a switch (a pool's leader, or the cloud) */
+  upstream: RequestSource | SourceSwitch
   streams: LiveStreams
   state?: StateStore
   nodeName: string
@@ -90,6 +92,8 @@ export class TopologySource extends EventEmitter {
 
   constructor(private readonly options: TopologySourceOptions) {
     super()
+    // a follower moved to another source: both watches resume there from where they were
+    if (options.upstream instanceof SourceSwitch) options.upstream.on('switch', () => this.reflectors.forEach(r => r.interrupt()))
   }
 
   /** Whether this node has been seen (online or from disk): the filter cannot work without it. */

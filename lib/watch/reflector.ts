@@ -45,8 +45,8 @@ export interface ReflectorOptions {
   accept: { list: string; watch: string }
   silenceMs?: number
   backoff?: Backoff
-  /** told of each request and its bytes, for the metrics */
-  observe?: { listed?(bytes: number): void; watchOpened?(): () => void; received?(bytes: number): void }
+  /** told of each request and its bytes, with the server that answered (the cloud's, or a pool leader's), for the metrics */
+  observe?: { listed?(bytes: number, server: URL): void; watchOpened?(server: URL): () => void; received?(bytes: number, server: URL): void }
 }
 
 export const jsonAccept = { list: 'application/json', watch: 'application/json' }
@@ -166,7 +166,7 @@ export class Reflector {
     const query = from === '' ? '' : from === '0' ? 'resourceVersion=0' : `resourceVersion=${from}&resourceVersionMatch=NotOlderThan`
     const res = await this.request(query ? this.withQuery(query) : this.path, this.options.accept.list, false)
     const body = await readAll(res.body)
-    this.options.observe?.listed?.(body.length)
+    this.options.observe?.listed?.(body.length, res.server)
     if (res.statusCode === 504 || res.statusCode === 410)
       throw new VersionUnavailable(`list ${this.path} at ${from}: ${res.statusCode} ${body.toString().slice(0, 200)}`)
     if (res.statusCode !== 200) throw new Error(`list ${this.path}: ${res.statusCode} ${body.toString().slice(0, 200)}`)
@@ -203,7 +203,7 @@ export class Reflector {
     // interrupted while the request was on its way (the source changed): this watch is already stale
     if (this.interrupted) stop()
     this.options.streams?.addUpstreamWatch(stop)
-    const closed = this.options.observe?.watchOpened?.()
+    const closed = this.options.observe?.watchOpened?.(res.server)
     let silent = false
     const silence = new SilenceGuard(this.options.silenceMs ?? 150_000, () => {
       silent = true
@@ -213,7 +213,7 @@ export class Reflector {
       for await (const chunk of pipeline(res.body, new WatchFrameSplitter(format), () => {})) {
         const frame = chunk as Buffer
         silence.heard()
-        this.options.observe?.received?.(frame.length)
+        this.options.observe?.received?.(frame.length, res.server)
         const event = decodeEvent(format, frame)
         if (event.type === 'ERROR') throw new Relist(`watch ${this.path}: an ERROR event`) // 410 Expired or worse
         if (event.type === 'BOOKMARK') {

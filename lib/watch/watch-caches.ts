@@ -20,6 +20,7 @@ import { Reflector, jsonAccept, protobufAccept } from './reflector.ts'
 import { covers, everything, parseScope, scopeOf } from '../cache/scope.ts'
 import { selectableFieldValues } from '../cache/selectable-fields.ts'
 import type { WireFormat } from '../api/wire-format.ts'
+import type { SourceSwitch } from '../upstream/source-switch.ts'
 
 export interface WatchCachesOptions {
   upstream: Upstream
@@ -35,14 +36,21 @@ export interface WatchCachesOptions {
   observer?: WatchCacheObserver
   /** `group/version/resource` (core: `v1/services`) of the resources shared (--shared-resources) */
   resources: readonly string[]
+  /** where the pool-wide resources are listed and watched (a node pool's leader, or the cloud); default the upstream */
+  poolSource?: SourceSwitch
+  /** the resources read through poolSource (`group/version/resource`) */
+  poolResources?: readonly string[]
 }
 
 /** What the metrics want to know. */
 export interface WatchCacheObserver {
-  upstreamWatchOpened(resource: string, format: WireFormat): () => void
+  upstreamWatchOpened(resource: string, format: WireFormat, from?: ReadFrom): () => void
   relisted(resource: string, format: WireFormat): void
-  received(resource: string, format: WireFormat, bytes: number): void
+  /** bytes a cache read; for a pool-wide resource, from whom: the cloud, or the pool's leader */
+  received(resource: string, format: WireFormat, bytes: number, from?: ReadFrom): void
 }
+
+export type ReadFrom = 'cloud' | 'leader'
 
 /** `group/version/resource` as a request names it (core group: `v1/services`). */
 function resourceId(group: string, version: string, resource: string): string {
@@ -61,21 +69,29 @@ export function sharedComponent(format: WireFormat): string {
 interface Entry {
   cache: WatchCache
   reflector: Reflector
+  /** read through the pool source */
+  poolWide: boolean
   resource: string
   /** components that listed or watched through it (at most namedComponents) */
   components: Set<string>
+  /** who answered its last list or watch */
+  from?: ReadFrom
 }
 
 export class WatchCaches {
   private readonly caches = new Map<string, Entry>()
   private readonly sweeper: NodeJS.Timeout
 
-  /** where the reflectors list and watch: the cloud, or (a follower of a node pool) the pool's leader */
-  private source: Pick<Upstream, 'request'>
+  /** the resources whose reflectors read through the pool source */
+  private readonly poolWide: Set<string>
 
   constructor(private readonly options: WatchCachesOptions) {
-    this.source = options.upstream
     this.shared = new Set(options.resources)
+    this.poolWide = new Set(options.poolSource ? options.poolResources : [])
+    // a follower moved to another source: every pool-wide watch resumes there from where it was
+    options.poolSource?.on('switch', () => {
+      for (const entry of this.caches.values()) if (entry.poolWide) entry.reflector.interrupt()
+    })
     this.podScope = parseScope({ namespace: '', labelSelector: '', fieldSelector: `spec.nodeName=${options.nodeName}` })
     const grace = options.graceMs ?? 5 * 60_000
     this.sweeper = setInterval(() => this.sweep(grace), Math.min(grace, 60_000))
@@ -149,6 +165,14 @@ export class WatchCaches {
     const encodedQuery = encodeQuery(query)
     const path = `${resourcePath({ group: info.apiGroup, version: info.apiVersion, namespace: scope.namespace, resource: info.resource })}${encodedQuery ? `?${encodedQuery}` : ''}`
     const observer = options.observer
+    const poolWide = this.poolWide.has(resourceId(info.apiGroup, info.apiVersion, info.resource))
+    const source: Pick<Upstream, 'request'> = poolWide ? options.poolSource! : options.upstream
+    const entry: Entry = { cache, reflector: undefined as unknown as Reflector, resource, components: new Set(), poolWide }
+    const from = (server: URL): ReadFrom | undefined => {
+      if (!poolWide) return undefined
+      entry.from = options.upstream.servers.some(s => s.origin === server.origin) ? 'cloud' : 'leader'
+      return entry.from
+    }
     const reflector = new Reflector(
       path,
       resource,
@@ -161,24 +185,24 @@ export class WatchCaches {
         progress: rv => cache.progress(rv),
       },
       {
-        // the source is read at each list and watch: useSource() moves every reflector at once
-        upstream: { request: req => this.source.request(req) },
+        upstream: source,
         streams: options.streams,
         isOnline: options.isOnline,
         log: options.log,
         silenceMs: options.silenceMs,
         accept: format === 'protobuf' ? protobufAccept : jsonAccept,
         observe: {
-          listed: bytes => observer?.received(resource, format, bytes),
-          received: bytes => observer?.received(resource, format, bytes),
-          watchOpened: () => observer?.upstreamWatchOpened(resource, format) ?? (() => {}),
+          listed: (bytes, server) => this.read(resource, format, bytes, from(server)),
+          received: (bytes, server) => this.read(resource, format, bytes, from(server)),
+          watchOpened: server => observer?.upstreamWatchOpened(resource, format, from(server)) ?? (() => {}),
         },
       },
     )
     void this.seedFromDisk(cache, storeKey, scope)
     void reflector.run()
     options.log.debug({ resource, scope: describeScope(scope), format }, 'watch cache started')
-    return { cache, reflector, resource, components: new Set() }
+    entry.reflector = reflector
+    return entry
   }
 
   /** Offline, a new cache starts from what the disk holds for its scope, if a whole list of it is there. */
@@ -189,16 +213,12 @@ export class WatchCaches {
     cache.seed(selection.items, selection.resourceVersion)
   }
 
-  /**
-   * Lists and watches go to another source from now on: the pool's leader, or the cloud again. The
-   * open upstream watches are dropped and resume there from the version they reached; the
-   * resourceVersions are the apiserver's on either side, so nothing is listed again and no local
-   * client notices.
-   */
-  useSource(source: Pick<Upstream, 'request'>): void {
-    if (source === this.source) return
-    this.source = source
-    for (const { reflector } of this.caches.values()) reflector.interrupt()
+  /** Bytes the pool-wide caches read, by who answered. */
+  readonly poolBytes = { leader: 0, cloud: 0 }
+
+  private read(resource: string, format: WireFormat, bytes: number, from: ReadFrom | undefined): void {
+    if (from) this.poolBytes[from] += bytes
+    this.options.observer?.received(resource, format, bytes, from)
   }
 
   /** Whether `component` has listed or watched `key`'s resource through a cache that keeps its objects under `key.component`. */
@@ -237,8 +257,11 @@ export class WatchCaches {
     relists: number
     replayed: number
     expired: number
+    /** read through the pool source; who answered its last list or watch (the cloud, or the pool's leader) */
+    poolWide: boolean
+    from?: ReadFrom
   }[] {
-    return [...this.caches.values()].map(({ cache, resource, components }) => ({
+    return [...this.caches.values()].map(({ cache, resource, components, poolWide, from }) => ({
       resource,
       scope: describeScope(cache.options.scope),
       format: cache.format,
@@ -250,6 +273,8 @@ export class WatchCaches {
       components: [...components].sort(),
       ...selections(cache),
       ...cache.stats,
+      poolWide,
+      from,
     }))
   }
 
