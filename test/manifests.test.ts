@@ -7,6 +7,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
+import { defaults } from '../lib/config.ts'
 import { parse, parseAllDocuments } from 'yaml'
 import { KubeConfig } from '@kubernetes/client-node'
 import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js'
@@ -70,6 +71,10 @@ const models: Record<string, string> = {
   'v1/ConfigMap': 'V1ConfigMap',
   'rbac.authorization.k8s.io/v1/ClusterRole': 'V1ClusterRole',
   'rbac.authorization.k8s.io/v1/ClusterRoleBinding': 'V1ClusterRoleBinding',
+  'rbac.authorization.k8s.io/v1/Role': 'V1Role',
+  'rbac.authorization.k8s.io/v1/RoleBinding': 'V1RoleBinding',
+  'admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy': 'V1ValidatingAdmissionPolicy',
+  'admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding': 'V1ValidatingAdmissionPolicyBinding',
 }
 
 t.test('every file in manifests/ parses, and every document is a Kubernetes object', async t => {
@@ -354,6 +359,33 @@ t.test('rbac: bindings', async t => {
     const name = b.roleRef?.name as string
     t.ok(clusterRoles.has(name) || name.startsWith('system:'), `${b.metadata.name}: refers to a ClusterRole in this file or a built-in one (${name})`)
   }
+})
+
+t.test("rbac: the pool's Lease, for nodes only, in its namespace only, and only Leases named outpost-pool-*", async t => {
+  const role = rbac.find(d => d.kind === 'Role' && d.metadata.name === 'outpost:pool-lease')
+  t.ok(role, 'Role outpost:pool-lease')
+  t.equal(role?.metadata.namespace, defaults.poolLeaseNamespace, 'in the default --pool-lease-namespace')
+  const rules = (role?.rules ?? []) as Obj[]
+  for (const verb of ['get', 'create', 'update']) t.ok(allows(rules, 'coordination.k8s.io', 'leases', verb), `${verb} leases`)
+  t.notOk(allows(rules, 'coordination.k8s.io', 'leases', 'delete'), 'no deletes')
+  t.notOk(allows(rules, '', 'secrets', 'get'), 'nothing else')
+  t.notOk(
+    rbac.some(d => d.kind === 'ClusterRole' && allows((d.rules ?? []) as Obj[], 'coordination.k8s.io', 'leases', 'update')),
+    'no cluster-wide grant on Leases',
+  )
+  const binding = rbac.find(d => d.kind === 'RoleBinding' && d.metadata.name === 'outpost:pool-lease')
+  t.match(binding, {
+    metadata: { namespace: defaults.poolLeaseNamespace },
+    roleRef: { kind: 'Role', name: 'outpost:pool-lease' },
+    subjects: [{ kind: 'Group', name: 'system:nodes' }],
+  })
+  const policy = rbac.find(d => d.kind === 'ValidatingAdmissionPolicy')
+  const policyBinding = rbac.find(d => d.kind === 'ValidatingAdmissionPolicyBinding')
+  t.equal(policyBinding?.spec.policyName, policy?.metadata.name, 'the admission policy is bound')
+  t.strictSame(policyBinding?.spec.validationActions, ['Deny'], 'and denies')
+  const text = JSON.stringify(policy?.spec)
+  t.match(text, /system:nodes/, 'it concerns nodes')
+  t.match(text, /outpost-pool-/, "and holds them to the pools' Lease names")
 })
 
 // ---- kubeconfigs --------------------------------------------------------------------------------
