@@ -20,6 +20,7 @@ import type { SourceSwitch } from './upstream/source-switch.ts'
 import type { UpstreamCredentials } from './upstream/kubeconfig.ts'
 import type { TopologySource } from './topology/source.ts'
 import type { WatchCaches } from './watch/watch-caches.ts'
+import { LiveStreams } from './watch/streams.ts'
 
 export interface PoolStatus {
   enabled: boolean
@@ -46,7 +47,7 @@ export interface HubPoolParts {
   topology: TopologySource
   watchCaches: WatchCaches
   /** what the pool port's watch cache answerer is built from (the hub's own, unfiltered) */
-  answerer: Omit<WatchCacheAnswererOptions, 'caches'>
+  answerer: Omit<WatchCacheAnswererOptions, 'caches' | 'streams'>
   isOnline: () => boolean
   observer: PoolObserver & { requestDone: NonNullable<ConstructorParameters<typeof Router>[0]['observer']>['requestDone'] }
 }
@@ -77,13 +78,15 @@ export async function startHubPool(parts: HubPoolParts): Promise<HubPool> {
   const resources = poolWideResources(config.sharedResources)
   const certificate = await createPinnedCertificate({ commonName: `outpost-pool:${config.nodeName}`, ips: [config.poolAdvertiseAddress ?? '127.0.0.1'] })
   let member: PoolMember | undefined
+  // the watches the pool port serves: ended when this hub stops leading, so its followers move on
+  const poolStreams = new LiveStreams()
   let why = 'waiting to learn the node pool (--nodepool, or the apps.openyurt.io/nodepool label of the node)'
   const port: PoolPort = await startPoolPort({
     host: config.poolBindAddress,
     port: config.poolPort,
     tls: { cert: certificate.cert, key: certificate.key, clientCa: ca },
     access: { resources: new Set(resources), isLeading: () => member?.isLeader ?? false, pool: () => member?.describe().pool ?? '' },
-    watchCaches: new WatchCacheAnswerer({ ...parts.answerer, caches: parts.watchCaches }),
+    watchCaches: new WatchCacheAnswerer({ ...parts.answerer, streams: poolStreams, caches: parts.watchCaches }),
     sources: { cloud: { isOnline: parts.isOnline }, watchCaches: parts.watchCaches },
     log,
     observer: parts.observer,
@@ -127,6 +130,7 @@ export async function startHubPool(parts: HubPoolParts): Promise<HubPool> {
       credentials: () => parts.credentials(),
       log,
       observer: parts.observer,
+      onStopLeading: () => poolStreams.endHeldWatches(),
     })
     member.start()
     log.info({ pool, lease: `${config.poolLeaseNamespace}/${name}`, address }, 'pool: competing for the Lease of the node pool')
@@ -157,6 +161,7 @@ export async function startHubPool(parts: HubPoolParts): Promise<HubPool> {
       clearTimeout(retry)
       parts.topology.off('change', onTopology)
       await member?.stop()
+      poolStreams.endHeldWatches()
       await port.close()
     },
   }

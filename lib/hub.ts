@@ -305,7 +305,7 @@ async function startWithCache(
         poolSource,
         topology,
         watchCaches,
-        answerer: { filteredWatches, streams, observer: metrics, bookmarkIntervalMs: options.cacheBookmarkIntervalMs },
+        answerer: { filteredWatches, observer: metrics, bookmarkIntervalMs: options.cacheBookmarkIntervalMs },
         isOnline: () => checker.state === 'online',
         observer: metrics,
       })

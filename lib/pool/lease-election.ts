@@ -87,6 +87,12 @@ export interface LeaseElectionOptions {
   retryPeriodMs?: number
   /** published with the Lease while this candidate leads (where followers reach it) */
   annotations?: () => Record<string, string>
+  /**
+   * How long a candidate that does not lead waits between reads of the Lease (default the retry
+   * period). Reading less often is always safe (it can only take over later); a follower whose
+   * leader answers reads seldom, and often again once it has a reason to doubt it (poke()).
+   */
+  idlePeriodMs?: () => number
   now?: () => number
   /** told of failures to read or write the Lease (not of lost races) */
   onError?(error: Error): void
@@ -141,12 +147,23 @@ export class LeaseElection extends EventEmitter {
   start(): void {
     if (this.running) return
     this.running = true
-    const tick = () => {
-      this.round = this.tryAcquireOrRenew().finally(() => {
-        if (this.running) this.timer = setTimeout(tick, this.retryPeriodMs)
-      })
-    }
-    tick()
+    this.tick()
+  }
+
+  private readonly tick = (): void => {
+    this.timer = undefined
+    this.round = this.tryAcquireOrRenew().finally(() => {
+      if (!this.running || this.timer) return
+      const wait = this.leading ? this.retryPeriodMs : Math.max(this.retryPeriodMs, this.options.idlePeriodMs?.() ?? this.retryPeriodMs)
+      this.timer = setTimeout(this.tick, wait)
+    })
+  }
+
+  /** The next round now, not after a long idle wait: the leader may be gone. */
+  poke(): void {
+    if (!this.running || this.leading || !this.timer) return
+    clearTimeout(this.timer)
+    this.timer = setTimeout(this.tick, 0)
   }
 
   /** Stops competing; a leader releases the Lease (holder '') so another takes over at once. */

@@ -40,6 +40,8 @@ export interface PoolMemberOptions {
   now?: () => number
   /** after a leader failed a request, how long before it is tried again (doubling, to 60 s) */
   retryLeaderMs?: number
+  /** this hub stopped leading: what it still serves its followers must end, so they move on */
+  onStopLeading?(): void
 }
 
 /**
@@ -69,8 +71,11 @@ export class PoolMember {
   private why = 'starting'
   private fallbacks = 0
   private lastFailure: { leader: string; reason: string; at: number } | undefined
-  /** a leader that failed is left alone until then (its key: identity, url and certificate) */
-  private readonly resting = new Map<string, { until: number; waitMs: number }>()
+  /**
+   * A leader that failed is left alone for a while, and until it renews the Lease again (a dead
+   * one never does); its key: identity, url and certificate.
+   */
+  private readonly resting = new Map<string, { until: number; waitMs: number; renewTime: string }>()
 
   constructor(private readonly options: PoolMemberOptions) {
     this.now = options.now ?? Date.now
@@ -81,6 +86,9 @@ export class PoolMember {
       renewDeadlineMs: lease.renewDeadlineMs,
       retryPeriodMs: lease.retryPeriodMs,
       now: this.now,
+      // a follower whose leader has not failed lately reads the Lease once a lease duration (its
+      // leader's streams say it is alive; a leader that stops leading ends them); every retry period otherwise
+      idlePeriodMs: () => (this.following && !this.doubtful() ? lease.durationMs : lease.retryPeriodMs),
       annotations: (): Record<string, string> => {
         const published = options.publish()
         return published ? { [addressAnnotation]: published.address, [certificateAnnotation]: published.certificate } : {}
@@ -94,6 +102,7 @@ export class PoolMember {
     this.election.on('stopped', () => {
       options.log.warn({ pool: options.pool }, 'pool: this hub stopped leading its pool')
       options.observer?.leading(false)
+      options.onStopLeading?.()
     })
     this.election.on('leader', holder => {
       options.log.info({ pool: options.pool, leader: holder || null }, 'pool: the leader changed')
@@ -127,7 +136,8 @@ export class PoolMember {
     const { leader } = choice
     const key = `${leader.identity}\0${leader.url}\0${leader.certificate}`
     const rest = this.resting.get(key)
-    if (rest && rest.until > this.now()) return this.follow(undefined, `${leader.identity} failed: ${this.lastFailure?.reason ?? 'unreachable'}`)
+    if (rest && (rest.until > this.now() || rest.renewTime === this.election.lease?.record.renewTime))
+      return this.follow(undefined, `${leader.identity} failed: ${this.lastFailure?.reason ?? 'unreachable'}`)
     if (this.following && this.followingKey === key) return
     const { cert, key: privateKey } = this.options.credentials()
     if (!cert || !privateKey) return this.follow(undefined, 'this node has no client certificate to present to the leader (token credentials)')
@@ -163,12 +173,18 @@ export class PoolMember {
     )
   }
 
+  /** a leader failed within the last two lease durations */
+  private doubtful(): boolean {
+    return this.lastFailure !== undefined && this.now() - this.lastFailure.at < 2 * this.options.lease.durationMs
+  }
+
   private leaderFailed(source: LeaderSource, key: string, reason: string): void {
+    this.election.poke()
     this.fallbacks++
     this.options.observer?.fellBack()
     this.lastFailure = { leader: source.leader.identity, reason, at: this.now() }
     const waitMs = Math.min(60_000, (this.resting.get(key)?.waitMs ?? (this.options.retryLeaderMs ?? 2_500) / 2) * 2)
-    this.resting.set(key, { until: this.now() + waitMs, waitMs })
+    this.resting.set(key, { until: this.now() + waitMs, waitMs, renewTime: this.election.lease?.record.renewTime ?? '' })
     if (this.resting.size > 16) this.resting.delete(this.resting.keys().next().value!)
     this.options.log.warn(
       { pool: this.options.pool, leader: source.leader.identity, err: reason, retryInMs: waitMs },
