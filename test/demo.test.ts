@@ -286,6 +286,13 @@ const readmeChecks: { what: string; matches(command: string): boolean; exitCode?
     },
   },
   {
+    what: 'leader hubs, off in the demo',
+    matches: c => c.endsWith(':10267/debug/pool'),
+    check(t, ran) {
+      t.match(JSON.parse(ran.stdout), { enabled: false, why: /--pool-sharing=off/ })
+    },
+  },
+  {
     what: 'the filters',
     matches: c => c.endsWith(':10267/debug/filters'),
     check(t, ran) {
