@@ -99,6 +99,8 @@ export class LeaderSource {
     } catch (error) {
       release()
       if (req.signal?.aborted) throw error
+      // closed meanwhile (the hub moved on): not the leader's failure
+      if (this.closed) return this.options.cloud.request(req)
       return this.fallBack(req, `${this.leader.identity} (${this.origin}): ${describeError(error)}`)
     }
     if (leaderCannotServe(res.statusCode)) {

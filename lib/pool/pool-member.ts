@@ -183,13 +183,17 @@ export class PoolMember {
     this.fallbacks++
     this.options.observer?.fellBack()
     this.lastFailure = { leader: source.leader.identity, reason, at: this.now() }
-    const waitMs = Math.min(60_000, (this.resting.get(key)?.waitMs ?? (this.options.retryLeaderMs ?? 2_500) / 2) * 2)
-    this.resting.set(key, { until: this.now() + waitMs, waitMs, renewTime: this.election.lease?.record.renewTime ?? '' })
-    if (this.resting.size > 16) this.resting.delete(this.resting.keys().next().value!)
-    this.options.log.warn(
-      { pool: this.options.pool, leader: source.leader.identity, err: reason, retryInMs: waitMs },
-      'pool: the leader failed; pool-wide reads from the cloud',
-    )
+    // the requests of one failure (every reflector's at once) count as one: the wait doubles per episode
+    const rest = this.resting.get(key)
+    if (!rest || rest.until <= this.now()) {
+      const waitMs = Math.min(60_000, (rest?.waitMs ?? (this.options.retryLeaderMs ?? 2_500) / 2) * 2)
+      this.resting.set(key, { until: this.now() + waitMs, waitMs, renewTime: this.election.lease?.record.renewTime ?? '' })
+      if (this.resting.size > 16) this.resting.delete(this.resting.keys().next().value!)
+      this.options.log.warn(
+        { pool: this.options.pool, leader: source.leader.identity, err: reason, retryInMs: waitMs },
+        'pool: the leader failed; pool-wide reads from the cloud',
+      )
+    }
     if (this.following === source) this.follow(undefined, `${source.leader.identity} failed: ${reason}`)
   }
 
