@@ -150,6 +150,13 @@ t.test('a leader whose certificate is not the published one, or that is gone: ne
   const fromCloud = await gone.request(get('/api/v1/endpoints'))
   t.equal((await readAll(fromCloud.body)).toString(), '{"from":"cloud"}', 'a refused dial: the cloud answers')
   t.match(failures[1], /n8 .*ECONNREFUSED/, 'and the owner is told')
+  gone.failed(new URL('https://127.0.0.1:1'), 'a watch frame that does not decode')
+  t.match(failures[2], /n8: a watch frame that does not decode/, 'a stream of the leader that broke is its failure too')
+  gone.failed(new URL('https://cloud.example'), 'the cloud broke a stream')
+  t.equal(failures.length, 3, "another server's broken stream is not the leader's")
+  gone.close()
+  gone.failed(new URL('https://127.0.0.1:1'), 'cut because the hub moved on')
+  t.equal(failures.length, 3, 'nor one cut after the hub moved on')
   t.throws(
     () =>
       new LeaderSource({

@@ -112,6 +112,11 @@ export class LeaderSource {
     return { server: new URL(this.origin), statusCode: res.statusCode, headers: res.headers, body: res.body }
   }
 
+  /** A stream the leader sent broke, or did not decode: the leader failed, as a refused request would. */
+  failed(server: URL, reason: string): void {
+    if (!this.closed && server.origin === this.origin) this.options.onFailure(`${this.leader.identity}: ${reason}`)
+  }
+
   private fallBack(req: UpstreamRequest, reason: string): Promise<UpstreamResponse> {
     this.options.onFailure(reason)
     return this.options.cloud.request(req)

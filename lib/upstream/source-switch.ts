@@ -5,7 +5,8 @@
 import { EventEmitter } from 'node:events'
 import type { Upstream, UpstreamRequest, UpstreamResponse } from './upstream.ts'
 
-export type RequestSource = Pick<Upstream, 'request'>
+/** Where requests go; `failed` hears of an answer from `server` that broke or did not decode. */
+export type RequestSource = Pick<Upstream, 'request'> & { failed?(server: URL, reason: string): void }
 
 export class SourceSwitch extends EventEmitter {
   constructor(private current: RequestSource) {
@@ -18,6 +19,10 @@ export class SourceSwitch extends EventEmitter {
 
   request(req: UpstreamRequest): Promise<UpstreamResponse> {
     return this.current.request(req)
+  }
+
+  failed(server: URL, reason: string): void {
+    this.current.failed?.(server, reason)
   }
 
   /** From now on requests go to `source`; the reflectors reading through this are told ('switch'). */

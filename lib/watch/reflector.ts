@@ -36,8 +36,11 @@ export interface ReflectorSink {
 }
 
 export interface ReflectorOptions {
-  /** where lists and watches go: asked at each request, so the source can change under a running reflector */
-  upstream: Pick<Upstream, 'request'>
+  /**
+   * where lists and watches go: asked at each request, so the source can change under a running
+   * reflector; told (failed) of an answer that broke or did not decode, with the server that gave it
+   */
+  upstream: Pick<Upstream, 'request'> & { failed?(server: URL, reason: string): void }
   streams?: LiveStreams
   isOnline: () => boolean
   log: Logger
@@ -176,6 +179,7 @@ export class Reflector {
     try {
       list = decodeList(format, body)
     } catch (error) {
+      this.options.upstream.failed?.(res.server, `list ${this.resource}: ${(error as Error).message}`)
       throw new Error(`list ${this.resource}: ${(error as Error).message}`)
     }
     if (!list.resourceVersion) throw new Error(`list ${this.resource}: no resourceVersion`)
@@ -229,6 +233,10 @@ export class Reflector {
       // an apiserver whose history is behind the version watched from says nothing at all (its
       // BOOKMARKs are older than the watch): silence counts as a failed watch, and three relist
       if (silent) throw new Error(`watch ${this.path}: silent for ${this.options.silenceMs ?? 150_000} ms`)
+    } catch (error) {
+      // a stream that broke, or said what does not decode: its source is told (a pool's leader is left for the cloud)
+      if (!(error instanceof Relist) && !this.interrupted && !this.stopped) this.options.upstream.failed?.(res.server, (error as Error).message)
+      throw error
     } finally {
       silence.stop()
       this.options.streams?.removeUpstreamWatch(stop)
