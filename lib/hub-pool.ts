@@ -97,20 +97,27 @@ export async function startHubPool(parts: HubPoolParts): Promise<HubPool> {
   let retry: NodeJS.Timeout | undefined
 
   const join = async (): Promise<void> => {
-    if (stopped || member) return
     const pool = config.nodePool ?? parts.topology.nodePool
-    if (!pool) return
+    if (stopped || !pool) return
+    if (member && member.pool !== pool) {
+      // the node moved to another pool (its label changed): leave the old one's election
+      log.info({ from: member.pool, to: pool }, 'pool: the node changed pools')
+      const leaving = member
+      member = undefined
+      await leaving.stop()
+    }
+    if (member) return
     if (!address) {
       const ip = config.poolAdvertiseAddress ?? (await internalIp(parts.upstream, config.nodeName).catch(() => undefined))
       if (!ip) {
         why = `waiting to learn this node's InternalIP (its Node's status.addresses), or give --pool-advertise-address`
-        retry = setTimeout(() => void join(), config.poolRetryPeriodMs)
+        retry = setTimeout(onTopology, config.poolRetryPeriodMs)
         retry.unref()
         return
       }
       address = `https://${ip.includes(':') ? `[${ip}]` : ip}:${port.port}`
     }
-    if (stopped || member) return
+    if (stopped || member || pool !== (config.nodePool ?? parts.topology.nodePool)) return
     const name = config.poolLeaseName ?? `outpost-pool-${pool.toLowerCase().replace(/[^a-z0-9-]/g, '-')}`.slice(0, 253)
     const call = (method: 'GET' | 'POST' | 'PUT', path: string, body?: unknown) => parts.upstream.callJson(method, path, body)
     member = new PoolMember({
@@ -135,9 +142,14 @@ export async function startHubPool(parts: HubPoolParts): Promise<HubPool> {
     member.start()
     log.info({ pool, lease: `${config.poolLeaseNamespace}/${name}`, address }, 'pool: competing for the Lease of the node pool')
   }
-  const onTopology = () => void join()
+  // one join at a time, in order: topology changes come in bursts
+  let joining = Promise.resolve()
+  const onTopology = () => {
+    joining = joining.then(join).catch(error => log.warn({ err: (error as Error).message }, 'pool: could not join the node pool'))
+  }
   parts.topology.on('change', onTopology)
-  await join()
+  onTopology()
+  await joining
 
   return {
     describe: () => {
@@ -159,6 +171,7 @@ export async function startHubPool(parts: HubPoolParts): Promise<HubPool> {
     close: async () => {
       stopped = true
       clearTimeout(retry)
+      await joining
       parts.topology.off('change', onTopology)
       await member?.stop()
       poolStreams.endHeldWatches()

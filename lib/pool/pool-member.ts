@@ -111,6 +111,10 @@ export class PoolMember {
     this.election.on('observed', () => this.reconsider())
   }
 
+  get pool(): string {
+    return this.options.pool
+  }
+
   get role(): Role {
     if (this.election.isLeader) return 'leader'
     return this.following ? 'follower' : 'candidate'
