@@ -69,17 +69,23 @@ function cloudStandIn() {
 
 const get = (path: string): UpstreamRequest => ({ method: 'GET', path, headers: { accept: 'application/json' } })
 
-t.test('a leader that answers: the request is its, with the node certificate presented', async t => {
-  const leader = await leaderStandIn(t, () => ({ code: 200, body: '{"from":"leader"}' }))
+/** A follower's way to the stand-in, with the stand-in's certificate pinned, and what it tells its owner. */
+function follow(t: Test, leader: Awaited<ReturnType<typeof leaderStandIn>>, certificate = leader.pinned.cert) {
   const cloud = cloudStandIn()
   const failures: string[] = []
   const source = new LeaderSource({
-    leader: { identity: 'n7', url: leader.url, certificate: leader.pinned.cert },
+    leader: { identity: 'n7', url: leader.url, certificate },
     credentials: { cert: Buffer.from(leader.pki.client.cert), key: Buffer.from(leader.pki.client.key) },
     cloud,
     onFailure: reason => failures.push(reason),
   })
   t.teardown(() => source.close())
+  return { source, cloud, failures }
+}
+
+t.test('a leader that answers: the request is its, with the node certificate presented', async t => {
+  const leader = await leaderStandIn(t, () => ({ code: 200, body: '{"from":"leader"}' }))
+  const { source, cloud, failures } = follow(t, leader)
   const res = await source.request(get('/api/v1/services'))
   t.equal((await readAll(res.body)).toString(), '{"from":"leader"}')
   t.equal(res.server.origin, leader.url, 'the answer says it came from the leader')
@@ -97,15 +103,7 @@ t.test('a leader that cannot answer: the same request goes to the cloud at once,
     '/too-new': { code: 504, body: '{"kind":"Status","code":504}' },
   }
   const leader = await leaderStandIn(t, path => answers[path])
-  const cloud = cloudStandIn()
-  const failures: string[] = []
-  const source = new LeaderSource({
-    leader: { identity: 'n7', url: leader.url, certificate: leader.pinned.cert },
-    credentials: { cert: Buffer.from(leader.pki.client.cert), key: Buffer.from(leader.pki.client.key) },
-    cloud,
-    onFailure: reason => failures.push(reason),
-  })
-  t.teardown(() => source.close())
+  const { source, cloud, failures } = follow(t, leader)
   for (const path of ['/refused-503', '/forbidden', '/not-ready']) {
     const res = await source.request(get(path))
     t.equal((await readAll(res.body)).toString(), '{"from":"cloud"}', `${path}: answered by the cloud`)
@@ -127,15 +125,7 @@ t.test('a leader that cannot answer: the same request goes to the cloud at once,
 t.test('a leader whose certificate is not the published one, or that is gone: never trusted, the cloud answers', async t => {
   const leader = await leaderStandIn(t, () => ({ code: 200, body: '{"from":"an impostor"}' }))
   const other = await createPinnedCertificate({ commonName: 'outpost-pool:n7', ips: ['127.0.0.1'] })
-  const cloud = cloudStandIn()
-  const failures: string[] = []
-  const impostor = new LeaderSource({
-    leader: { identity: 'n7', url: leader.url, certificate: other.cert },
-    credentials: { cert: Buffer.from(leader.pki.client.cert), key: Buffer.from(leader.pki.client.key) },
-    cloud,
-    onFailure: reason => failures.push(reason),
-  })
-  t.teardown(() => impostor.close())
+  const { source: impostor, cloud, failures } = follow(t, leader, other.cert)
   const res = await impostor.request(get('/api/v1/services'))
   t.equal((await readAll(res.body)).toString(), '{"from":"cloud"}', 'a certificate other than the pinned one: the cloud answers')
   t.equal(leader.seen.length, 0, 'no request reached the impostor')
