@@ -5,6 +5,7 @@
 // the metrics say; and what the pool port turns away, as Status objects.
 import t from 'tap'
 import https from 'node:https'
+import tls from 'node:tls'
 import type { AddressInfo } from 'node:net'
 import * as k8s from '@kubernetes/client-node'
 import { request } from 'undici'
@@ -231,6 +232,37 @@ t.test('the pool port: node certificates of the cluster CA only, list and watch 
   status(atFollower, 503, 'ServiceUnavailable', "a follower's pool port")
   t.match(atFollower.body.message, /does not lead pool east/)
   t.equal(simulator.requests.filter(r => r.user === 'jane' || r.user === 'system:node:e9').length, 0, 'nothing the pool port was asked reached the apiserver')
+})
+
+t.test('the pool port bounds what one peer holds: 64 connections per node certificate; no certificate, no keep-alive', async t => {
+  const leaders = await settled()
+  const url = new URL((await stateOf(leaders.east)).poolPort)
+  const node = await clientCertificate(cluster.pki.ca, 'system:node:greedy', ['system:nodes'])
+  const connect = (cert?: { cert: string; key: string }) =>
+    new Promise<import('node:tls').TLSSocket>((resolve, reject) => {
+      const socket = tls.connect({ host: url.hostname, port: Number(url.port), rejectUnauthorized: false, cert: cert?.cert, key: cert?.key }, () =>
+        resolve(socket),
+      )
+      socket.on('error', reject)
+    })
+  const sockets: import('node:tls').TLSSocket[] = []
+  t.teardown(() => sockets.forEach(s => s.destroy()))
+  for (let i = 0; i < 70; i++) sockets.push(await connect(node))
+  await eventually(() => sockets.filter(s => s.destroyed || s.readyState !== 'open').length === 6, 10_000, 'the connections past 64 closed')
+  const other = await connect(await clientCertificate(cluster.pki.ca, 'system:node:modest', ['system:nodes']))
+  sockets.push(other)
+  await new Promise(resolve => setTimeout(resolve, 200))
+  t.equal(other.readyState, 'open', "another node's connection is not counted against the first")
+
+  const anonymous = await connect()
+  sockets.push(anonymous)
+  let answer = ''
+  anonymous.on('data', chunk => (answer += chunk))
+  const closed = new Promise(resolve => anonymous.once('close', resolve))
+  anonymous.write(`GET /api/v1/services HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n`)
+  await closed
+  t.match(answer, /^HTTP\/1\.1 401/, 'no certificate: the 401')
+  t.match(answer, /connection: close/i, '… and the connection ends, whatever the client asked')
 })
 
 t.test('a leader that stops hands over: a follower leads at once, the other follows it, and nothing is listed again', async t => {

@@ -6,7 +6,7 @@
 // here (no route to it, no upgrades), so a peer can never use this hub's credentials.
 import type { AddressInfo } from 'node:net'
 import type { IncomingMessage } from 'node:http'
-import type { TLSSocket } from 'node:tls'
+import type { Server as TlsServer, TLSSocket } from 'node:tls'
 import type { Logger } from 'pino'
 import { classify, qualifiedResource } from '../api/requestinfo.ts'
 import { failure, serviceUnavailable } from '../api/status.ts'
@@ -100,6 +100,33 @@ export interface PoolPortOptions {
   log: Logger
   observer?: RouterOptions['observer']
   limits: Pick<ProxyServerOptions, 'headerTimeoutMs' | 'idleTimeoutMs'>
+  /** a follower needs one connection per pool-wide watch (about 8); past this, a peer's new connections are closed */
+  maxConnectionsPerPeer?: number
+}
+
+/**
+ * One node certificate holds at most `max` connections: a compromised node cannot open the leader's
+ * sockets, memory and watches without bound. Counted by the certificate's subject, at the handshake.
+ */
+function limitConnectionsPerPeer(server: TlsServer, max: number, log: Logger): void {
+  const open = new Map<string, number>()
+  server.on('secureConnection', (socket: TLSSocket) => {
+    if (!socket.authorized) return
+    const cn = socket.getPeerCertificate()?.subject?.CN
+    const peer = (Array.isArray(cn) ? cn[0] : cn) ?? ''
+    const count = (open.get(peer) ?? 0) + 1
+    if (count > max) {
+      log.warn({ peer, max }, 'pool port: a peer past its connections; closed')
+      socket.destroy()
+      return
+    }
+    open.set(peer, count)
+    socket.once('close', () => {
+      const left = (open.get(peer) ?? 1) - 1
+      if (left === 0) open.delete(peer)
+      else open.set(peer, left)
+    })
+  })
 }
 
 export async function startPoolPort(options: PoolPortOptions): Promise<PoolPort> {
@@ -112,12 +139,18 @@ export async function startPoolPort(options: PoolPortOptions): Promise<PoolPort>
     observer: options.observer,
     body: { maxBytes: 0, idleMs: options.limits.headerTimeoutMs },
   })
+  const routed = router.handlerFor({ authenticate: poolAccess(options.access), log })
   const server = createProxyServer({
     ...options.limits,
-    handle: router.handlerFor({ authenticate: poolAccess(options.access), log }),
+    // whoever has no node certificate gets the one 401 and the connection ends: nobody holds sockets here for free
+    handle: (req, res) => {
+      if (!(req.socket as TLSSocket).authorized) res.shouldKeepAlive = false
+      return routed(req, res)
+    },
     logger: log,
     https: { cert: Buffer.from(options.tls.cert), key: Buffer.from(options.tls.key), clientCa: options.tls.clientCa },
   })
+  limitConnectionsPerPeer(server.server as unknown as TlsServer, options.maxConnectionsPerPeer ?? 64, log)
   await server.listen({ host: options.host, port: options.port })
   const port = (server.server.address() as AddressInfo).port
   log.info({ host: options.host, port }, 'pool port serving (it answers while this hub leads its pool)')
