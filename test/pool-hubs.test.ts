@@ -16,6 +16,7 @@ import { createTestPki } from './helpers/pki.ts'
 import type { Hub } from '../lib/hub.ts'
 
 const kubeProxy = 'kube-proxy/v1.33.0 (linux/amd64) kubernetes/abc'
+const slicesPath = '/apis/discovery.k8s.io/v1/endpointslices'
 const poolWidePaths = ['/api/v1/services', '/api/v1/endpoints', '/api/v1/nodes', '/apis/discovery.k8s.io/v1/endpointslices']
 
 const slice = (name: string, ip: string) => ({
@@ -263,6 +264,36 @@ t.test('the pool port bounds what one peer holds: 64 connections per node certif
   await closed
   t.match(answer, /^HTTP\/1\.1 401/, 'no certificate: the 401')
   t.match(answer, /connection: close/i, '… and the connection ends, whatever the client asked')
+})
+
+t.test('the cloud away: every hub serves from its own caches, the leader steps down, and the pool elects again once it is back', async t => {
+  const leaders = await settled()
+  const follower = cluster.nodes.find(n => n.pool === 'east' && n.name !== leaders.east)!.name
+  await simulator.setFault('refuse')
+  t.teardown(() => simulator.setFault('none'))
+  await eventually(() => [...hubs.values()].every(h => h.health.state === 'offline'), 15_000, 'every hub offline')
+  for (const name of [leaders.east, follower]) {
+    const res = await request(`${hubs.get(name)!.proxyUrl}${slicesPath}`, { headers: { 'user-agent': kubeProxy } })
+    const list = (await res.body.json()) as { items: { metadata: { name: string } }[] }
+    t.equal(res.statusCode, 200, `${name}: kube-proxy's list answered offline`)
+    t.ok(
+      list.items.some(s => s.metadata.name === 'web-1'),
+      `${name}: from its own cache`,
+    )
+  }
+  await eventually(async () => (await stateOf(leaders.east)).role !== 'leader', 15_000, 'the leader to step down: it cannot renew')
+  await simulator.setFault('none')
+  await settled()
+  t.pass('one leader per pool again, followed, once the cloud is back')
+  simulator.create(slice('web-back', '10.1.2.1'))
+  await eventually(
+    async () => {
+      const res = await request(`${hubs.get(follower)!.proxyUrl}${slicesPath}`, { headers: { 'user-agent': kubeProxy } })
+      return ((await res.body.json()) as { items: { metadata: { name: string } }[] }).items.some(s => s.metadata.name === 'web-back')
+    },
+    15_000,
+    'a change after the outage, on a follower',
+  )
 })
 
 t.test('a leader that stops hands over: a follower leads at once, the other follows it, and nothing is listed again', async t => {
