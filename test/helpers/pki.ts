@@ -148,3 +148,31 @@ export async function writeKubeconfig(dir: string, spec: KubeconfigSpec): Promis
   await writeFile(file, stringify(config), { mode: 0o600 })
   return file
 }
+
+/**
+ * A client certificate of `ca` (a CA from createTestPki) for any subject: a node's
+ * (`system:node:<name>`, O `system:nodes`), or anything else a test presents to a port that must
+ * refuse it.
+ */
+export async function issueClientCertificate(ca: Pem, commonName: string, organizations: string[] = []): Promise<Pem> {
+  const caCert = new x509.X509Certificate(ca.cert)
+  const caKey = await crypto.subtle.importKey('pkcs8', x509.PemConverter.decodeFirst(ca.key), algorithm, false, ['sign'])
+  const keys = await keyPair()
+  const subject = new x509.Name([{ CN: [commonName] }, ...(organizations.length > 0 ? [{ O: organizations }] : [])])
+  const cert = await x509.X509CertificateGenerator.create({
+    serialNumber: nextSerial(),
+    subject,
+    issuer: caCert.subject,
+    ...validity(),
+    signingAlgorithm: algorithm,
+    publicKey: keys.publicKey,
+    signingKey: caKey,
+    extensions: [
+      new x509.BasicConstraintsExtension(false, undefined, true),
+      new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+      await x509.AuthorityKeyIdentifierExtension.create(caCert),
+      new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.clientAuth]),
+    ],
+  })
+  return { cert: withNewline(cert.toString('pem')), key: await privateKeyPem(keys.privateKey) }
+}
