@@ -168,6 +168,7 @@ t.test('the leader SIGKILLed mid-burst: every follower ends equal to the apiserv
     const state = await poolState(f.adminUrl)
     t.ok(state.fallbacks >= 1, `${f.name} fell back to the cloud when its leader died (${state.fallbacks} fallbacks)`)
     t.equal((await metric(f.adminUrl, 'outpost_pool_leader_changes_total'))! >= 1, true, `${f.name} counted the change of leader`)
+    t.ok((await metric(f.adminUrl, 'outpost_pool_fallbacks_total'))! >= 1, `${f.name}: outpost_pool_fallbacks_total counts it`)
     const relists = (await metricSamples(f.adminUrl, 'outpost_upstream_relists_total')).filter(s => s.labels.includes('endpointslices') && s.value > 0)
     t.same(relists, [], `${f.name}: its EndpointSlice caches never listed again (each move resumed where it was)`)
   }

@@ -82,7 +82,12 @@ t.test('exactly one leader per pool, on its pool Lease, followed by the pool', a
       const state = await poolState(hub(name).adminUrl)
       t.match(
         state,
-        { enabled: true, pool, identity: name, lease: { namespace: 'kube-system', name: `outpost-pool-${pool}`, holder: leaders[pool] } },
+        {
+          enabled: true,
+          pool,
+          identity: name,
+          lease: { namespace: 'kube-system', name: `outpost-pool-${pool}`, holder: leaders[pool], leaseDurationSeconds: 3 },
+        },
         `${name}'s view`,
       )
       if (name !== leaders[pool]) t.same(state.leader, { identity: leaders[pool], url: leader.poolPort }, `${name} follows ${leaders[pool]}`)
