@@ -94,7 +94,7 @@ t.test('a leader that answers: the request is its, with the node certificate pre
   t.equal(leader.seen[0]?.clientCn, 'system:node:kind-worker2', "the node's client certificate was presented")
 })
 
-t.test('a leader that cannot answer: the same request goes to the cloud at once, and the owner is told why', async t => {
+t.test('a leader that does not answer 200: the same request goes to the cloud at once, and the owner is told why', async t => {
   const answers: Record<string, { code: number; body: string }> = {
     '/refused-503': { code: 503, body: '{"kind":"Status","message":"this hub does not lead pool p now"}' },
     '/forbidden': { code: 403, body: '{"kind":"Status","message":"forbidden"}' },
@@ -104,22 +104,18 @@ t.test('a leader that cannot answer: the same request goes to the cloud at once,
   }
   const leader = await leaderStandIn(t, path => answers[path])
   const { source, cloud, failures } = follow(t, leader)
-  for (const path of ['/refused-503', '/forbidden', '/not-ready']) {
+  const paths = ['/refused-503', '/forbidden', '/not-ready', '/gone', '/too-new']
+  for (const path of paths) {
     const res = await source.request(get(path))
     t.equal((await readAll(res.body)).toString(), '{"from":"cloud"}', `${path}: answered by the cloud`)
   }
-  t.strictSame(cloud.asked, ['/refused-503', '/forbidden', '/not-ready'])
-  t.equal(failures.length, 3)
+  t.strictSame(
+    cloud.asked,
+    paths,
+    'a 410 or 504 too: the leader is behind, the cloud may serve it (a relist from a lagging leader would take the cache back in time)',
+  )
+  t.equal(failures.length, paths.length)
   t.match(failures[0], /n7 answered 503: this hub does not lead pool p now/, "the leader's own words")
-  for (const [path, code] of [
-    ['/gone', 410],
-    ['/too-new', 504],
-  ] as const) {
-    const res = await source.request(get(path))
-    t.equal(res.statusCode, code, `${path}: the API's ${code} passes through (the reflector acts on it)`)
-    await readAll(res.body)
-  }
-  t.equal(failures.length, 3, 'and is no failure of the leader')
 })
 
 t.test('a leader whose certificate is not the published one, or that is gone: never trusted, the cloud answers', async t => {

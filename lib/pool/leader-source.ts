@@ -30,11 +30,13 @@ export interface LeaderSourceOptions {
 }
 
 /**
- * Answers that mean the leader cannot serve this request now, as opposed to answers of the API
- * (410 Expired, 504 too large a resourceVersion, 400) that the reflector acts on itself.
+ * Anything but a 200 means the leader cannot serve this request now. A 410 or a 504 too: the
+ * leader's cache is behind the version asked for, or its window shorter than the apiserver's, and
+ * the cloud may well serve it; relisting from a lagging leader would take a follower's cache back
+ * in time, which its watchers would see as a new history (410, and a relist by every client).
  */
 function leaderCannotServe(statusCode: number): boolean {
-  return statusCode === 401 || statusCode === 403 || statusCode === 404 || statusCode === 429 || (statusCode >= 500 && statusCode !== 504)
+  return statusCode !== 200
 }
 
 export class LeaderSource {
@@ -60,7 +62,7 @@ export class LeaderSource {
     const expected = this.fingerprint
     const client = new Client(this.origin, {
       pipelining: 1,
-      connectTimeout: this.options.connectTimeoutMs ?? 3_000,
+      connectTimeout: this.options.connectTimeoutMs ?? 5_000,
       connect: {
         ca: this.options.leader.certificate,
         cert: credentials.cert,
@@ -103,6 +105,8 @@ export class LeaderSource {
       if (this.closed) return this.options.cloud.request(req)
       return this.fallBack(req, `${this.leader.identity} (${this.origin}): ${describeError(error)}`)
     }
+    // its body may be destroyed unread (a refusal, a switch): an error nobody hears would end the process
+    res.body.on('error', () => {})
     if (leaderCannotServe(res.statusCode)) {
       const message = await readMessage(res.body)
       release()

@@ -75,7 +75,7 @@ export class PoolMember {
    * A leader that failed is left alone for a while, and until it renews the Lease again (a dead
    * one never does); its key: identity, url and certificate.
    */
-  private readonly resting = new Map<string, { until: number; waitMs: number; renewTime: string }>()
+  private readonly resting = new Map<string, { until: number; waitMs: number; renewTime?: string }>()
 
   constructor(private readonly options: PoolMemberOptions) {
     this.now = options.now ?? Date.now
@@ -140,6 +140,8 @@ export class PoolMember {
     const { leader } = choice
     const key = `${leader.identity}\0${leader.url}\0${leader.certificate}`
     const rest = this.resting.get(key)
+    // the renewal to wait past is the one read right after the failure (poke()), not an older copy
+    if (rest && rest.renewTime === undefined) rest.renewTime = this.election.lease?.record.renewTime ?? ''
     if (rest && (rest.until > this.now() || rest.renewTime === this.election.lease?.record.renewTime))
       return this.follow(undefined, `${leader.identity} failed: ${this.lastFailure?.reason ?? 'unreachable'}`)
     if (this.following && this.followingKey === key) return
@@ -191,7 +193,7 @@ export class PoolMember {
     const rest = this.resting.get(key)
     if (!rest || rest.until <= this.now()) {
       const waitMs = Math.min(60_000, (rest?.waitMs ?? (this.options.retryLeaderMs ?? 2_500) / 2) * 2)
-      this.resting.set(key, { until: this.now() + waitMs, waitMs, renewTime: this.election.lease?.record.renewTime ?? '' })
+      this.resting.set(key, { until: this.now() + waitMs, waitMs })
       if (this.resting.size > 16) this.resting.delete(this.resting.keys().next().value!)
       this.options.log.warn(
         { pool: this.options.pool, leader: source.leader.identity, err: reason, retryInMs: waitMs },

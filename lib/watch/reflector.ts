@@ -195,6 +195,9 @@ export class Reflector {
       this.options.accept.watch,
       true,
     )
+    // destroying an answer not read to its end makes undici's body emit an error: nobody else listens for it once
+    // the loop below is done (or before it starts), and an 'error' nobody hears ends the process
+    res.body.on('error', () => {})
     if (res.statusCode !== 200) {
       res.body.destroy()
       if (res.statusCode === 410) throw new Relist(`watch ${this.path}: 410`)
