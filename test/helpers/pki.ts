@@ -63,25 +63,7 @@ export async function createTestPki(): Promise<TestPki> {
     ],
   })
 
-  const issue = async (subject: string, extensions: x509.Extension[]): Promise<Pem> => {
-    const keys = await keyPair()
-    const cert = await x509.X509CertificateGenerator.create({
-      serialNumber: nextSerial(),
-      subject,
-      issuer: caCert.subject,
-      ...validity(),
-      signingAlgorithm: algorithm,
-      publicKey: keys.publicKey,
-      signingKey: caKeys.privateKey,
-      extensions: [
-        new x509.BasicConstraintsExtension(false, undefined, true),
-        new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
-        await x509.AuthorityKeyIdentifierExtension.create(caCert),
-        ...extensions,
-      ],
-    })
-    return { cert: withNewline(cert.toString('pem')), key: await privateKeyPem(keys.privateKey) }
-  }
+  const issue = (subject: string, extensions: x509.Extension[]) => issueFrom(caCert, caKeys.privateKey, new x509.Name(subject), extensions)
 
   const server = await issue('CN=localhost', [
     new x509.SubjectAlternativeNameExtension([
@@ -157,8 +139,13 @@ export async function writeKubeconfig(dir: string, spec: KubeconfigSpec): Promis
 export async function issueClientCertificate(ca: Pem, commonName: string, organizations: string[] = []): Promise<Pem> {
   const caCert = new x509.X509Certificate(ca.cert)
   const caKey = await crypto.subtle.importKey('pkcs8', x509.PemConverter.decodeFirst(ca.key), algorithm, false, ['sign'])
-  const keys = await keyPair()
   const subject = new x509.Name([{ CN: [commonName] }, ...(organizations.length > 0 ? [{ O: organizations }] : [])])
+  return issueFrom(caCert, caKey, subject, [new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.clientAuth])])
+}
+
+/** A leaf certificate of the CA for `subject`, with a fresh key: the extensions every leaf has, and these. */
+async function issueFrom(caCert: x509.X509Certificate, caKey: CryptoKey, subject: x509.Name, extensions: x509.Extension[]): Promise<Pem> {
+  const keys = await keyPair()
   const cert = await x509.X509CertificateGenerator.create({
     serialNumber: nextSerial(),
     subject,
@@ -171,7 +158,7 @@ export async function issueClientCertificate(ca: Pem, commonName: string, organi
       new x509.BasicConstraintsExtension(false, undefined, true),
       new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
       await x509.AuthorityKeyIdentifierExtension.create(caCert),
-      new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.clientAuth]),
+      ...extensions,
     ],
   })
   return { cert: withNewline(cert.toString('pem')), key: await privateKeyPem(keys.privateKey) }
