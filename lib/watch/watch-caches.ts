@@ -193,7 +193,8 @@ export class WatchCaches {
         accept: format === 'protobuf' ? protobufAccept : jsonAccept,
         observe: {
           listed: (bytes, server) => this.read(resource, format, bytes, from(server)),
-          received: (bytes, server) => this.read(resource, format, bytes, from(server)),
+          // a watch's frames come from the server that opened it (watchOpened said which): no lookup per frame
+          received: bytes => this.read(resource, format, bytes, poolWide ? entry.from : undefined),
           watchOpened: server => observer?.upstreamWatchOpened(resource, format, from(server)) ?? (() => {}),
         },
       },
