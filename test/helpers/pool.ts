@@ -105,8 +105,22 @@ export interface PoolHubProcess {
 const entry = new URL('../../cmd/outpost.ts', import.meta.url).pathname
 const duration = (ms: number) => `${ms}ms`
 
-/** A hub as `outpost` runs on a node, in a child process; resolves once its admin port answers. */
+/**
+ * A hub as `outpost` runs on a node, in a child process; resolves once its admin port answers. A
+ * port freePort() found free may be taken by another test's process before the hub binds it: then
+ * the hub is started again on other ports.
+ */
 export async function spawnPoolHub(node: PoolNode, extraArgs: string[] = []): Promise<PoolHubProcess> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await spawnOnce(node, extraArgs)
+    } catch (error) {
+      if (attempt >= 3 || !/EADDRINUSE/.test((error as Error).message)) throw error
+    }
+  }
+}
+
+async function spawnOnce(node: PoolNode, extraArgs: string[]): Promise<PoolHubProcess> {
   const [port, adminPort] = [await freePort(), await freePort()]
   const args = [
     ...['--kubeconfig', node.kubeconfig, '--node-name', node.name, '--nodepool', node.pool],
@@ -129,9 +143,18 @@ export async function spawnPoolHub(node: PoolNode, extraArgs: string[] = []): Pr
   }
   const adminUrl = `http://127.0.0.1:${adminPort}`
   try {
-    await eventually(async () => !gone() && (await poolState(adminUrl).catch(() => undefined)) !== undefined, 30_000, `hub ${node.name} to listen`)
+    await eventually(
+      async () => {
+        if (gone()) throw new Error(`hub ${node.name} exited before it listened`)
+        return (await poolState(adminUrl).catch(() => undefined)) !== undefined
+      },
+      30_000,
+      `hub ${node.name} to listen`,
+    )
   } catch (error) {
     await signal('SIGKILL')
+    // what it said last (EADDRINUSE, say) may still be on its way
+    await Promise.race([new Promise(resolve => child.stderr!.once('close', resolve)), new Promise(resolve => setTimeout(resolve, 1_000))])
     throw new Error(`${(error as Error).message}; it said: ${stderr}`)
   }
   return {
