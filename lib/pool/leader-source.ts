@@ -26,6 +26,8 @@ export interface LeaderSourceOptions {
   cloud: Pick<Upstream, 'request'>
   /** the leader failed a request, which went to the cloud instead */
   onFailure(reason: string): void
+  /** the leader answered a request (a 200) */
+  onAnswered?(): void
   connectTimeoutMs?: number
 }
 
@@ -113,6 +115,7 @@ export class LeaderSource {
       return this.fallBack(req, `${this.leader.identity} answered ${res.statusCode}${message ? `: ${message}` : ''}`)
     }
     res.body.once('close', release)
+    this.options.onAnswered?.()
     return { server: new URL(this.origin), statusCode: res.statusCode, headers: res.headers, body: res.body }
   }
 

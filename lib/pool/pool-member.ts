@@ -154,6 +154,8 @@ export class PoolMember {
         credentials: { cert, key: privateKey },
         cloud: this.options.cloud,
         onFailure: reason => this.leaderFailed(source, key, reason),
+        // a leader that answers again starts its next failure's wait from the beginning
+        onAnswered: () => this.resting.delete(key),
       })
     } catch (error) {
       return this.follow(undefined, (error as Error).message)
