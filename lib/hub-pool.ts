@@ -2,7 +2,6 @@
 // made at start, and this hub's member of its node pool (lib/pool/pool-member.ts), started once
 // the pool is known (--nodepool, or the node's label as the topology source reads it) and the
 // address to publish too (--pool-advertise-address, or the node's InternalIP).
-import { readFile } from 'node:fs/promises'
 import type { Logger } from 'pino'
 import { poolWideResources } from './config.ts'
 import type { HubConfig } from './config.ts'
@@ -11,7 +10,8 @@ import { startPoolPort } from './front/pool-port.ts'
 import type { PoolPort } from './front/pool-port.ts'
 import { WatchCacheAnswerer } from './front/watch-cache-answerer.ts'
 import type { WatchCacheAnswererOptions } from './front/watch-cache-answerer.ts'
-import type { Router } from './front/router.ts'
+import type { RouterOptions } from './front/router.ts'
+import { readCaBundle } from './front/secure-port.ts'
 import { PoolMember } from './pool/pool-member.ts'
 import type { PoolObserver } from './pool/pool-member.ts'
 import { leaseApi } from './pool/lease-api.ts'
@@ -49,17 +49,11 @@ export interface HubPoolParts {
   /** what the pool port's watch cache answerer is built from (the hub's own, unfiltered) */
   answerer: Omit<WatchCacheAnswererOptions, 'caches' | 'streams'>
   isOnline: () => boolean
-  observer: PoolObserver & { requestDone: NonNullable<ConstructorParameters<typeof Router>[0]['observer']>['requestDone'] }
+  observer: PoolObserver & NonNullable<RouterOptions['observer']>
 }
 
 async function clientCa(config: HubConfig, credentials: UpstreamCredentials): Promise<Buffer> {
-  if (config.poolClientCaFile) {
-    try {
-      return await readFile(config.poolClientCaFile)
-    } catch (error) {
-      throw new Error(`--pool-client-ca-file ${config.poolClientCaFile}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`)
-    }
-  }
+  if (config.poolClientCaFile) return readCaBundle('--pool-client-ca-file', config.poolClientCaFile)
   if (credentials.ca) return credentials.ca
   throw new Error('--pool-sharing=on needs the CA of node client certificates: give --pool-client-ca-file (the kubeconfig names no CA)')
 }

@@ -17,11 +17,7 @@ import type { ProxyServerOptions } from './server.ts'
 import { Router } from './router.ts'
 import type { RouterOptions } from './router.ts'
 import type { Answerer } from './answerer.ts'
-
-/** `group/version/resource` as --shared-resources names it (core: `v1/services`). */
-function resourceId(info: { apiGroup: string; apiVersion: string; resource: string }): string {
-  return info.apiGroup ? `${info.apiGroup}/${info.apiVersion}/${info.resource}` : `${info.apiVersion}/${info.resource}`
-}
+import { resourceId } from '../watch/watch-caches.ts'
 
 const nodeUser = /^system:node:[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/
 
@@ -66,7 +62,10 @@ export function poolAccess(options: PoolAccessOptions): Authenticate {
       return forbidden(peer.user, 'the pool port serves nodes only (group system:nodes, user system:node:<name>)')
     const info = classify(req.method ?? 'GET', req.url ?? '/', req.headers['user-agent'])
     const readable =
-      req.method === 'GET' && (info.verb === 'list' || info.verb === 'watch') && info.subresource === '' && options.resources.has(resourceId(info))
+      req.method === 'GET' &&
+      (info.verb === 'list' || info.verb === 'watch') &&
+      info.subresource === '' &&
+      options.resources.has(resourceId(info.apiGroup, info.apiVersion, info.resource))
     if (!readable)
       return forbidden(
         peer.user,

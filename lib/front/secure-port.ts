@@ -20,6 +20,18 @@ export interface SecurePort {
   close(): Promise<void>
 }
 
+/** A CA bundle a port checks client certificates with; what is wrong with it names the flag that gave it. */
+export async function readCaBundle(flag: string, file: string): Promise<Buffer> {
+  let bundle: Buffer
+  try {
+    bundle = await readFile(file)
+  } catch (error) {
+    throw new Error(`${flag} ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`)
+  }
+  if (!bundle.toString('latin1').includes('-----BEGIN CERTIFICATE-----')) throw new Error(`${flag} ${file} holds no PEM certificate`)
+  return bundle
+}
+
 export async function startSecurePort(
   config: HubConfig,
   log: Logger,
@@ -27,16 +39,7 @@ export async function startSecurePort(
   api: ApiCaller,
   timing: { reloadIntervalMs?: number; csrPollIntervalMs?: number } = {},
 ): Promise<SecurePort> {
-  let clientCa: Buffer | undefined
-  if (config.clientCaFile) {
-    try {
-      clientCa = await readFile(config.clientCaFile)
-    } catch (error) {
-      throw new Error(`--client-ca-file ${config.clientCaFile}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`)
-    }
-    if (!clientCa.toString('latin1').includes('-----BEGIN CERTIFICATE-----'))
-      throw new Error(`--client-ca-file ${config.clientCaFile} holds no PEM certificate`)
-  }
+  const clientCa = config.clientCaFile ? await readCaBundle('--client-ca-file', config.clientCaFile) : undefined
   const certificates = new ServingCertificates({ config, log, api, ...timing })
   let server: ReturnType<typeof createProxyServer> | undefined
   let closed = false

@@ -53,7 +53,7 @@ export interface WatchCacheObserver {
 export type ReadFrom = 'cloud' | 'leader'
 
 /** `group/version/resource` as a request names it (core group: `v1/services`). */
-function resourceId(group: string, version: string, resource: string): string {
+export function resourceId(group: string, version: string, resource: string): string {
   return group ? `${group}/${version}/${resource}` : `${version}/${resource}`
 }
 
