@@ -13,10 +13,6 @@ export class SourceSwitch extends EventEmitter {
     super()
   }
 
-  get source(): RequestSource {
-    return this.current
-  }
-
   request(req: UpstreamRequest): Promise<UpstreamResponse> {
     return this.current.request(req)
   }
