@@ -70,6 +70,13 @@ function ipAddress(value: string): string {
   return value
 }
 
+/** A Linux interface name: at most 15 bytes, no slash, blank or colon. */
+function interfaceName(value: string): string {
+  if (!/^[A-Za-z0-9_.-]{1,15}$/.test(value) || value === '.' || value === '..')
+    throw new InvalidValue('must be an interface name of 1 to 15 letters, digits, _ . -')
+  return value
+}
+
 function oneOf<T extends string>(choices: readonly T[]) {
   return (value: string): T => {
     if (!(choices as readonly string[]).includes(value)) throw new InvalidValue(`must be one of ${choices.join(', ')}`)
@@ -500,6 +507,24 @@ export const flags: readonly FlagSpec[] = [
     default: '--secure-bind-address',
     help: 'where pods reach the HTTPS port (the filters point them at it)',
     parse: values => ipAddress(last(values)),
+  }),
+  spec({
+    flag: 'pod-address',
+    env: 'OUTPOST_POD_ADDRESS',
+    arg: 'IP|off',
+    key: 'podAddress',
+    default: String(defaults.podAddress),
+    help: 'link-local address for pods, kept on --pod-interface (needs CAP_NET_ADMIN)\nand served by the HTTPS port; the filters point pods at it',
+    parse: values => (last(values) === 'off' ? null : ipAddress(last(values))),
+  }),
+  spec({
+    flag: 'pod-interface',
+    env: 'OUTPOST_POD_INTERFACE',
+    arg: 'NAME',
+    key: 'podInterface',
+    default: defaults.podInterface,
+    help: 'the dummy interface the hub makes for --pod-address',
+    parse: values => interfaceName(last(values)),
   }),
   spec({
     flag: 'shared-watches',

@@ -126,6 +126,8 @@ export interface FilterConfig {
   components: Readonly<Record<string, readonly string[]>>
   /** where pods reach the hub's HTTPS port (masterservice, serviceenvupdater, forwardkubesvctraffic); undefined: nowhere pods can */
   hub?: HubAddress
+  /** why there is no hub address, when there is none */
+  hubMissing?: string
 }
 
 /** What one filter did, for /debug/filters. */
@@ -161,7 +163,7 @@ export class FilterRegistry {
       const off = !requested
         ? 'turned off (--filters / --disable-filters)'
         : spec.needsHub && !config.hub
-          ? 'no address where pods reach the hub (--advertise-address, --secure-port)'
+          ? `no address where pods reach the hub (--advertise-address, --pod-address, --secure-port)${config.hubMissing ? `: ${config.hubMissing}` : ''}`
           : undefined
       this.reports.set(spec.name, {
         name: spec.name,

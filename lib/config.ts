@@ -57,6 +57,10 @@ export interface HubConfig {
   filterComponents: Record<string, string[]>
   /** where pods reach the hub's HTTPS port, written into objects by masterservice, serviceenvupdater and forwardkubesvctraffic; default --secure-bind-address when pods can reach it */
   advertiseAddress?: string
+  /** link-local address pods reach the HTTPS port on, kept on a dummy interface of the hub's own; null = off */
+  podAddress: string | null
+  /** the dummy interface that holds podAddress */
+  podInterface: string
   /** MiB of object bodies kept in memory; the rest is read back from disk */
   cacheMemoryMiB: number
   /** cloud health probing: period, per-probe timeout, consecutive failures to go offline, successes to come back */
@@ -96,6 +100,8 @@ export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
   adminPort: 10267,
   securePort: 10268,
   secureBindAddress: '127.0.0.1',
+  podAddress: '169.254.2.1',
+  podInterface: 'outpost0',
   servingCert: 'self-signed',
   certDir: '/var/lib/outpost/pki',
   nodeIps: [],
@@ -157,12 +163,29 @@ export function defaultNodeName(): string {
 /** The User-Agent of the hub's own requests (health probes, later the topology context). */
 export const hubUserAgent = 'outpost/v0.1.0'
 
-/** Where pods reach the hub's HTTPS port, or undefined: loopback and the unspecified address are no place a pod can reach. */
+/**
+ * Where pods reach the hub's HTTPS port, or undefined: loopback and the unspecified address are no
+ * place a pod can reach. `podAddress` is the link-local address when the hub holds it.
+ */
 export function hubAddressForPods(
   config: Pick<HubConfig, 'advertiseAddress' | 'secureBindAddress' | 'securePort'>,
+  podAddress?: string,
 ): { host: string; port: number } | undefined {
   if (config.securePort === null || config.securePort === 0) return undefined
-  const host = config.advertiseAddress ?? config.secureBindAddress
+  const host = config.advertiseAddress ?? podAddress ?? config.secureBindAddress
   if (isLoopback(host) || host === '0.0.0.0' || host === '::') return undefined
   return { host, port: config.securePort }
+}
+
+/**
+ * Why the link-local pod address is not kept, or undefined when it is to be: pods verify the hub
+ * with the cluster CA (their ServiceAccount's ca.crt), so only a certificate the cluster signs
+ * (--serving-cert=csr) or one the operator gives (--tls-cert-file) is worth pointing them at.
+ */
+export function podAddressProblem(config: Pick<HubConfig, 'podAddress' | 'securePort' | 'servingCert' | 'tlsCertFile'>): string | undefined {
+  if (config.podAddress === null) return 'turned off (--pod-address=off)'
+  if (config.securePort === null) return 'the HTTPS port is off (--secure-port)'
+  if (!config.tlsCertFile && config.servingCert !== 'csr')
+    return "the serving certificate is the hub's own CA (--serving-cert=self-signed), which pods do not trust: --serving-cert=csr or --tls-cert-file"
+  return undefined
 }

@@ -3,7 +3,9 @@
 import { pino } from 'pino'
 import type { Logger } from 'pino'
 import type { AddressInfo } from 'node:net'
-import { hubAddressForPods, plainBindProblem } from './config.ts'
+import { hubAddressForPods, plainBindProblem, podAddressProblem } from './config.ts'
+import { keepPodAddress } from './net/pod-address.ts'
+import type { PodAddress } from './net/pod-address.ts'
 import type { HubConfig } from './config.ts'
 import { NodeCredentials } from './certificates/credentials.ts'
 import { startSecurePort } from './front/secure-port.ts'
@@ -202,10 +204,13 @@ async function startWithCache(
     log,
     silenceMs: config.watchSilenceTimeoutMs,
   })
+  // before the filters and the HTTPS port: both are made from whether pods can reach the hub on it
+  const podAddress = await keepPodAddress({ address: config.podAddress, interfaceName: config.podInterface, log }, podAddressProblem(config))
   const filterConfig = {
     enabled: config.filters.filter(name => !config.disabledFilters.includes(name)),
     components: { servicetopology: config.topologyComponents, ...config.filterComponents },
-    hub: hubAddressForPods(config),
+    hub: hubAddressForPods(config, podAddress.advertised),
+    hubMissing: podAddress.problem(),
   }
   const filters = new FilterRegistry(topology, filterConfig, log)
   metrics.observeFilters(() => filters.tallies())
@@ -288,6 +293,7 @@ async function startWithCache(
     watchCaches,
     servedFromShared: (component, key) => watchCaches.servedFrom(component, key),
     pool: () => pool,
+    podAddress,
   })
 
   try {
@@ -295,7 +301,8 @@ async function startWithCache(
     await topology.start()
     await proxy.listen({ host: config.bindAddress, port: config.port })
     await admin.listen({ host: config.adminAddress, port: config.adminPort })
-    if (config.securePort !== null) secure = await startSecurePort(config, log, { router, upstream, limits }, api, options.timing)
+    if (config.securePort !== null)
+      secure = await startSecurePort(config, log, { router, upstream, limits, podAddress: podAddress.advertised }, api, options.timing)
     if (config.poolSharing)
       pool = await startHubPool({
         config,
@@ -314,7 +321,7 @@ async function startWithCache(
     await topology.stop()
     watchCaches.close()
     await loaded
-    await Promise.allSettled([proxy.close(), admin.close(), secure?.close(), pool?.close(), upstream.close()])
+    await Promise.allSettled([proxy.close(), admin.close(), secure?.close(), pool?.close(), upstream.close(), podAddress.close()])
     throw error
   }
   nodeCredentials.start(next => {
@@ -349,6 +356,8 @@ async function startWithCache(
       // ended watches write their last chunk before the server force-closes connections
       await streams.whenClosed(2_000)
       await Promise.allSettled([proxy.close(), admin.close(), secure?.close()])
+      // after the HTTPS port: a pod's request in flight finishes on the address it came to
+      await podAddress.close()
       await loaded
       await store.flush()
       await store.close()

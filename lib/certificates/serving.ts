@@ -35,7 +35,7 @@ function hostAddresses(): string[] {
 }
 
 export interface ServingOptions {
-  config: Pick<HubConfig, 'tlsCertFile' | 'tlsKeyFile' | 'servingCert' | 'certDir' | 'nodeName' | 'nodeIps' | 'advertiseAddress'>
+  config: Pick<HubConfig, 'tlsCertFile' | 'tlsKeyFile' | 'servingCert' | 'certDir' | 'nodeName' | 'nodeIps' | 'advertiseAddress' | 'podAddress'>
   log: Logger
   /** the apiserver, as the node (csr) */
   api: ApiCaller
@@ -63,10 +63,16 @@ export class ServingCertificates {
    * node would let that node impersonate the apiserver to every pod that trusts the cluster CA.
    */
   get names(): { dnsNames: string[]; ips: string[] } {
-    const { nodeName, nodeIps, advertiseAddress } = this.options.config
+    const { nodeName, nodeIps, advertiseAddress, podAddress } = this.options.config
     const apiserverNames = this.source === 'csr' ? [] : kubernetesNames
     // the address the filters send pods to (masterservice and its kin) must verify too
-    const ips = new Set(['127.0.0.1', '::1', ...(nodeIps.length > 0 ? nodeIps : hostAddresses()), ...(advertiseAddress ? [advertiseAddress] : [])])
+    const ips = new Set([
+      '127.0.0.1',
+      '::1',
+      ...(nodeIps.length > 0 ? nodeIps : hostAddresses()),
+      ...(advertiseAddress ? [advertiseAddress] : []),
+      ...(podAddress ? [podAddress] : []),
+    ])
     return { dnsNames: [...apiserverNames, 'localhost', nodeName], ips: [...ips] }
   }
 

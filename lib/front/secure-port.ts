@@ -35,14 +35,23 @@ export async function readCaBundle(flag: string, file: string): Promise<Buffer> 
 export async function startSecurePort(
   config: HubConfig,
   log: Logger,
-  front: { router: Router; upstream: Upstream; limits: Pick<ProxyServerOptions, 'headerTimeoutMs' | 'idleTimeoutMs'> },
+  front: {
+    router: Router
+    upstream: Upstream
+    limits: Pick<ProxyServerOptions, 'headerTimeoutMs' | 'idleTimeoutMs'>
+    /** the link-local address pods reach the hub on, when it holds it: listened on besides --secure-bind-address */
+    podAddress?: string
+  },
   api: ApiCaller,
   timing: { reloadIntervalMs?: number; csrPollIntervalMs?: number } = {},
 ): Promise<SecurePort> {
   const clientCa = config.clientCaFile ? await readCaBundle('--client-ca-file', config.clientCaFile) : undefined
   const certificates = new ServingCertificates({ config, log, api, ...timing })
-  let server: ReturnType<typeof createProxyServer> | undefined
+  const servers: ReturnType<typeof createProxyServer>[] = []
   let closed = false
+  const hosts = [config.secureBindAddress]
+  // an unspecified bind address listens on the pod address already
+  if (front.podAddress && !['0.0.0.0', '::', front.podAddress].includes(config.secureBindAddress)) hosts.push(front.podAddress)
 
   const listen = async (): Promise<string> => {
     const material = await certificates.first()
@@ -50,22 +59,39 @@ export async function startSecurePort(
     const https = { cert: material.cert, key: material.key, clientCa }
     const logger = log.child({ server: 'https' })
     const authenticate = secureAuthentication(clientCa !== undefined)
-    server = createProxyServer({
-      ...front.limits,
-      handle: front.router.handlerFor({ authenticate, log: logger }),
-      upgrades: { upstream: front.upstream, authenticate },
-      logger,
-      https,
+    const urls: string[] = []
+    let port = config.securePort ?? 0
+    for (const host of hosts) {
+      const server = createProxyServer({
+        ...front.limits,
+        handle: front.router.handlerFor({ authenticate, log: logger }),
+        upgrades: { upstream: front.upstream, authenticate },
+        logger,
+        https,
+      })
+      // the pod address gets the port the first listener got, so pods are told one port
+      try {
+        await server.listen({ host, port })
+      } catch (error) {
+        await server.close()
+        if (host === config.secureBindAddress) throw error
+        // the node's own clients keep the port; the pod address's trouble shows in the log
+        log.error({ host, port, err: (error as Error).message }, 'HTTPS port cannot listen on the pod address')
+        continue
+      }
+      servers.push(server)
+      const address = server.server.address() as AddressInfo
+      port = address.port
+      urls.push(`https://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`)
+    }
+    certificates.start(next => {
+      for (const server of servers)
+        (server.server as unknown as import('node:tls').Server).setSecureContext(tlsContextOptions({ ...https, cert: next.cert, key: next.key }))
     })
-    await server.listen({ host: config.secureBindAddress, port: config.securePort ?? 0 })
-    const address = server.server.address() as AddressInfo
-    const url = `https://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`
-    certificates.start(next =>
-      (server!.server as unknown as import('node:tls').Server).setSecureContext(tlsContextOptions({ ...https, cert: next.cert, key: next.key })),
-    )
     log.info(
       {
-        url,
+        url: urls[0],
+        ...(urls.length > 1 ? { podUrl: urls[1] } : {}),
         certificate: certificates.source,
         subject: material.info.subject,
         notAfter: material.info.notAfter.toISOString(),
@@ -73,7 +99,7 @@ export async function startSecurePort(
       },
       'HTTPS port serving',
     )
-    return url
+    return urls[0]
   }
 
   // A certificate the cluster must issue may take an operator's approval: the hub serves meanwhile.
@@ -86,7 +112,7 @@ export async function startSecurePort(
     async close() {
       closed = true
       certificates.stop()
-      await server?.close()
+      await Promise.allSettled(servers.map(server => server.close()))
     },
   }
 }

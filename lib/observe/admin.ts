@@ -41,6 +41,8 @@ export interface AdminOptions {
   servedFromShared?(component: string, key: ResourceKey): boolean
   /** this hub's part in its node pool (undefined: --pool-sharing=off) */
   pool?: () => { describe(): unknown; note(): string | undefined } | undefined
+  /** the link-local address pods reach the hub on */
+  podAddress?: { describe(): unknown; note(): string | undefined }
 }
 
 const everything = parseScope({ namespace: '', labelSelector: '', fieldSelector: '' })
@@ -91,10 +93,10 @@ export function createAdminServer(options: AdminOptions) {
     if (options.loading?.()) missing.push('cache: still being read from disk (what is read already is served)')
     reply.type('text/plain')
     // worth knowing, never a reason to be unready: the cloud serves what the pool's leader would
-    const note = options.pool?.()?.note()
-    if (missing.length === 0) return note ? `ok\n- ${note}\n` : 'ok'
+    const notes = [options.pool?.()?.note(), options.podAddress?.note()].filter(n => n !== undefined)
+    if (missing.length === 0) return notes.length > 0 ? `ok\n${notes.map(n => `- ${n}\n`).join('')}` : 'ok'
     reply.code(503)
-    return `not ready:\n${missing.map(m => `- ${m}`).join('\n')}\n`
+    return `not ready:\n${[...missing, ...notes].map(m => `- ${m}\n`).join('')}`
   })
 
   admin.get('/metrics', async (_request, reply) => {
@@ -247,6 +249,6 @@ export function createAdminServer(options: AdminOptions) {
   })
 
   // every filter: on or off (and why), for whom, and what it did last
-  admin.get('/debug/filters', async () => ({ filters: options.filters.describe() }))
+  admin.get('/debug/filters', async () => ({ filters: options.filters.describe(), podAddress: options.podAddress?.describe() }))
   return admin
 }

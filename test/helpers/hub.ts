@@ -36,6 +36,8 @@ export function hubConfig(servers: string[], overrides: Partial<HubConfig> = {})
     adminPort: 0,
     // the HTTPS port is opt-in per test: it needs a certificate directory
     securePort: null,
+    // never the host's network: the pod address is tested in namespaces of its own (test/pod-address.test.ts)
+    podAddress: null,
     logLevel: 'silent',
     // A refused connection fails at once: a cloud refused goes offline in about three intervals
     // (goDark), and comes back in one. A probe that is only slow (a loaded box) is given seconds,
