@@ -12,6 +12,7 @@ import { parse, parseAllDocuments } from 'yaml'
 import { KubeConfig } from '@kubernetes/client-node'
 import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js'
 import { flags, parseFlags } from '../cmd/flags.ts'
+import { hubAddressForPods, podAddressProblem } from '../lib/config.ts'
 import { productionRuntimeEnv } from './bench/runtime-env.ts'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
@@ -180,6 +181,10 @@ t.test("static pod: its arguments pass the hub's own parser", async t => {
   t.equal(loose.adminAddress, '127.0.0.1')
   t.equal(loose.certDir, '/var/lib/outpost/pki')
   t.strictSame(loose.nodeIps, ['192.0.2.10'], '--node-ip from $(NODE_IP)')
+  // as shipped, pods are pointed at the hub: masterservice, serviceenvupdater and forwardkubesvctraffic are on
+  t.equal(config.podAddress, '169.254.2.1', 'the link-local pod address is kept')
+  t.equal(podAddressProblem(config), undefined, 'nothing in the configuration keeps it from being kept (a certificate pods trust)')
+  t.equal(hubAddressForPods(config, config.podAddress ?? undefined)?.host, '169.254.2.1', 'pods are pointed at it')
 })
 
 t.test('static pod: environment for the $(VAR) references', async t => {
@@ -290,7 +295,7 @@ t.test('static pod: security context', async t => {
   t.equal(sc.allowPrivilegeEscalation, false, 'no privilege escalation')
   t.equal(sc.readOnlyRootFilesystem, true, 'read-only root filesystem')
   t.ok((sc.capabilities?.drop ?? []).includes('ALL'), 'every capability dropped')
-  t.strictSame(sc.capabilities?.add ?? [], [], 'none added')
+  t.strictSame(sc.capabilities?.add ?? [], ['NET_ADMIN'], 'only NET_ADMIN added: the pod address interface')
   t.not(sc.privileged, true, 'not privileged')
   t.equal(sc.runAsUser, 0, "root, to read the kubelet's 0600 client key")
   // the comments inside the container's securityContext block say why it is root
