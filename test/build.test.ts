@@ -1,6 +1,6 @@
-// The production build and the image built from it: `npm run build` emits JavaScript that runs
-// with plain node (no tsx), and the Dockerfile runs the file the build produces, with what that
-// file needs at run time.
+// The builds and the image: `npm run build` emits JavaScript that runs with plain node (no tsx), the
+// bench's baseline; the Dockerfile bundles the hub (npm run bundle, test/bundle.test.ts runs it) and
+// runs that one file, beside iproute2's ip (build/copy-ip.sh), with nothing else of the source.
 import { spawnSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { builtinModules } from 'node:module'
@@ -65,8 +65,11 @@ function execForm(args: string): string[] {
   return args.startsWith('[') ? (JSON.parse(args) as string[]) : args.split(/\s+/)
 }
 
-/** The build stage: the one that runs `npm run build`. */
-const build = stages.find(s => ops(s, 'RUN').some(r => /\bnpm run build\b/.test(r)))
+/** The build stage: the one that runs `npm run bundle`; the stage that runs build/copy-ip.sh. */
+const build = stages.find(s => ops(s, 'RUN').some(r => /\bnpm run bundle\b/.test(r)))
+const iproute2 = stages.find(s => ops(s, 'RUN').some(r => /\bcopy-ip\.sh\b/.test(r)))
+/** COPY's words without its --flags: sources…, destination */
+const copyWords = (args: string) => args.split(/\s+/).filter(w => !w.startsWith('--'))
 
 // ---- the emitted tree -------------------------------------------------------------------------------
 
@@ -120,8 +123,8 @@ t.test('npm run build emits JavaScript that runs with plain node', async t => {
   t.equal(demo.status, 2, 'no apiserver and no simulator in the build: exit 2')
   t.match(demo.stderr, /^outpost: no apiserver given and the demo needs a source checkout/, 'saying what to give instead')
 
-  // What the image needs of the emitted code: the image has the production dependencies only, and
-  // no test/ (the Dockerfile removes the simulator tsc pulls in through the demo's import).
+  // What running dist/ outside a source checkout needs: the production dependencies alone
+  // (npm ci --omit=dev), and no test/ (the simulator, only behind the demo's dynamic import).
   const allowedBare = new Set(Object.keys(pkg.dependencies))
   const builtins = new Set(builtinModules)
   for (const file of jsFiles(out)) {
@@ -139,73 +142,84 @@ t.test('npm run build emits JavaScript that runs with plain node', async t => {
         }
         continue
       }
-      t.ok(allowedBare.has(packageName(spec)), `${rel}: ${packageName(spec)} is a runtime dependency (the image installs --omit=dev)`)
+      t.ok(allowedBare.has(packageName(spec)), `${rel}: ${packageName(spec)} is a runtime dependency (npm ci --omit=dev installs it)`)
     }
   }
 })
 
-t.test('the Dockerfile runs what the build produces', async t => {
-  t.ok(build, 'a build stage runs npm run build')
-  t.ok(stages.length >= 2, 'multi-stage')
-  if (!build) return
+t.test('the Dockerfile bundles the hub and runs the bundle, with ip and nothing else of the source', async t => {
+  t.ok(build, 'a build stage runs npm run bundle')
+  t.ok(iproute2, 'a stage runs build/copy-ip.sh')
+  t.ok(stages.length >= 3, 'multi-stage: build, iproute2, runtime')
+  if (!build || !iproute2) return
   t.match(build.from, /^node:22-/, 'built with Node.js 22')
   t.ok(
     ops(build, 'RUN').some(r => /\bnpm ci\b/.test(r) && !/--omit=dev/.test(r)),
-    'the build stage installs with npm ci, dev dependencies included (tsc)',
-  )
-  // every folder tsconfig.build.json compiles is copied into the build stage
-  const copied = ops(build, 'COPY').flatMap(c =>
-    c
-      .split(/\s+/)
-      .filter(w => !w.startsWith('--'))
-      .slice(0, -1),
-  )
-  for (const dir of buildConfig.include) {
-    t.ok(
-      copied.some(c => c === dir || c === `${dir}/` || c === `./${dir}` || c === '.'),
-      `the build stage copies ${dir}/`,
-    )
-  }
-  for (const file of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json']) {
-    t.ok(copied.includes(file) || copied.includes('.') || copied.includes('./'), `the build stage copies ${file}`)
-  }
-  t.ok(
-    ops(build, 'RUN').some(r => new RegExp(`rm -rf ${outDir}/test\\b`).test(r)),
-    'the build leaves the simulator (dist/test) out of the image',
+    'the build stage installs with npm ci, dev dependencies included (esbuild)',
   )
 
-  // runtime stage: production dependencies, dist/, package.json (ESM), the entry point
+  // What the bundle is made of, as npm run bundle reports it: every source folder it reads is
+  // copied into the build stage. Written where the Dockerfile's build writes it (dist/, ignored by git).
+  const metaDir = t.testdir({})
+  const bundled = spawnSync('npm', ['run', 'bundle', '--', '--metafile', path.join(metaDir, 'meta.json')], { cwd: root, encoding: 'utf8', timeout: 120_000 })
+  t.equal(bundled.status, 0, 'npm run bundle exits 0', { stderr: bundled.stderr.slice(-2000) })
+  if (bundled.status !== 0) return
+  const meta = JSON.parse(readFileSync(path.join(metaDir, 'meta.json'), 'utf8')) as { inputs: Record<string, unknown>; outputs: Record<string, unknown> }
+  const sourceDirs = [...new Set(Object.keys(meta.inputs).map(i => i.split('/')[0]))].filter(d => d !== 'node_modules')
+  const [bundleFile] = Object.keys(meta.outputs).filter(o => !o.endsWith('.map'))
+  t.equal(bundleFile, 'dist/outpost.mjs', 'npm run bundle writes dist/outpost.mjs')
+  const copied = ops(build, 'COPY').flatMap(c => copyWords(c).slice(0, -1))
+  const isCopied = (p: string) => copied.some(c => c === p || c === `${p}/` || c === `./${p}` || c === '.' || c === './')
+  for (const dir of sourceDirs) t.ok(isCopied(dir), `the build stage copies ${dir}/, which the bundle reads`)
+  for (const file of ['package.json', 'package-lock.json', 'tsconfig.json']) t.ok(isCopied(file), `the build stage copies ${file}`)
+  t.ok(isCopied('build/bundle.mjs') || isCopied('build'), 'the build stage copies build/bundle.mjs, which npm run bundle runs')
+  t.notOk(isCopied('test'), 'the build stage copies no test/ (the simulator)')
+
+  // iproute2's ip, from the Debian release the runtime image is built on
+  t.equal(iproute2.from, 'debian:bookworm-slim', 'ip comes from Debian 12 (bookworm), the runtime’s release')
+  t.ok(
+    ops(iproute2, 'RUN').some(r => /apt-get install\b.*--no-install-recommends.*\biproute2\b/.test(r)),
+    'apt-get installs iproute2 alone',
+  )
+  const scriptCopy = ops(iproute2, 'COPY')
+    .map(copyWords)
+    .find(w => w[0] === 'build/copy-ip.sh')
+  t.ok(scriptCopy, 'the stage gets build/copy-ip.sh, the script test/bundle.test.ts runs outside Docker')
+  const ipRun = ops(iproute2, 'RUN').find(r => /copy-ip\.sh/.test(r)) ?? ''
+  const ipOut = /copy-ip\.sh\s+(\S+)/.exec(ipRun)?.[1]
+  t.ok(scriptCopy && ipRun.includes(scriptCopy[1]), 'and runs that copy')
+  t.ok(ipOut, `into ${ipOut}`)
+
+  // runtime: the bundle and ip's tree; no node_modules, no package.json, nothing from the context
+  t.match(runtime.from, /^gcr\.io\/distroless\/nodejs22-debian12(:|$)/, 'the runtime is distroless Node.js 22 on Debian 12')
   const runtimeCopies = ops(runtime, 'COPY')
-  t.ok(
-    runtimeCopies.some(c => /--from=\S+/.test(c) && new RegExp(`/${outDir}\\s+\\S*${outDir}/?$`).test(c)),
-    `the image gets ${outDir}/ from the build stage`,
+  t.same(
+    runtimeCopies.filter(c => !/--from=\S+/.test(c)),
+    [],
+    'every file of the image comes from a build stage (none from the source tree)',
   )
-  t.ok(
-    runtimeCopies.some(c => /node_modules/.test(c)),
-    'the image gets node_modules',
+  t.same(
+    runtimeCopies.filter(c => /node_modules|package\.json|\.ts\b|\btest\b/.test(c)),
+    [],
+    'no node_modules, package.json, TypeScript or test code',
   )
+  const buildWorkdir = ops(build, 'WORKDIR').at(-1) ?? '/'
+  const bundleCopy = runtimeCopies.map(c => ({ from: /--from=(\S+)/.exec(c)?.[1], words: copyWords(c) })).find(c => c.from === build.name)
+  t.same(bundleCopy?.words.slice(0, -1), [path.posix.join(buildWorkdir, bundleFile)], `the image gets ${bundleFile} from the build stage, alone`)
   t.ok(
-    runtimeCopies.some(c => /package\.json\s+\S+$/.test(c)),
-    'the image gets package.json ("type": "module")',
+    runtimeCopies.some(c => c.includes(`--from=${iproute2.name}`) && new RegExp(`^${ipOut}/?$`).test(copyWords(c)[0]) && copyWords(c)[1] === '/'),
+    `and ${ipOut} laid over its root (ip at /usr/sbin/ip)`,
   )
-  const depsStage = stages.find(s => ops(s, 'RUN').some(r => /\bnpm ci\b.*--omit=dev/.test(r)))
-  t.ok(depsStage, 'production dependencies come from npm ci --omit=dev')
-  if (depsStage && depsStage !== runtime) {
-    t.ok(
-      runtimeCopies.some(c => c.includes(`--from=${depsStage.name}`) && /node_modules/.test(c)),
-      `node_modules copied from the ${depsStage.name} stage`,
-    )
-  }
 
   const [entrypoint] = ops(runtime, 'ENTRYPOINT')
   t.ok(entrypoint, 'an ENTRYPOINT')
   const argv = execForm(entrypoint ?? '')
   t.ok(entrypoint?.startsWith('['), 'exec form, so node is PID 1 and gets SIGTERM itself')
-  t.match(argv[0], /(^|\/)node(js)?$|\/node$/, 'runs node')
-  const script = argv.find(a => a.endsWith('.js'))
-  t.equal(script, `${outDir}/${entry}`, `names ${outDir}/${entry}, the file npm run build produces`)
-  const workdir = ops(runtime, 'WORKDIR').at(-1)
-  t.ok(workdir, 'the runtime stage sets WORKDIR, which the relative script path is read from')
+  t.equal(argv[0], '/nodejs/bin/node', "runs distroless's node")
+  const workdir = ops(runtime, 'WORKDIR').at(-1) ?? '/'
+  const bundleDest = bundleCopy?.words.at(-1) ?? ''
+  const bundlePath = bundleDest.endsWith('/') ? path.posix.join(workdir, bundleDest, path.posix.basename(bundleFile)) : path.posix.resolve(workdir, bundleDest)
+  t.equal(path.posix.resolve(workdir, argv[1] ?? ''), bundlePath, `runs the bundle it copied (${bundlePath})`)
 
   const users = ops(runtime, 'USER')
   t.ok(users.length > 0, 'a USER')
@@ -219,5 +233,5 @@ t.test('.dockerignore keeps local state out of the build context', async t => {
     .map(l => l.trim().replace(/^\//, '').replace(/\/$/, ''))
     .filter(l => l !== '' && !l.startsWith('#'))
   for (const entry of ['node_modules', 'dist', '.git', '.tap']) t.ok(ignored.includes(entry), `${entry} is ignored`)
-  for (const dir of buildConfig.include) t.notOk(ignored.includes(dir), `${dir}/ is not ignored (the build copies it)`)
+  for (const dir of [...buildConfig.include, 'build']) t.notOk(ignored.includes(dir), `${dir}/ is not ignored (the build copies it)`)
 })
