@@ -132,9 +132,9 @@ export class PodAddressKeeper extends EventEmitter {
     }
     this.monitor = monitor
     let pending: NodeJS.Timeout | undefined
-    // a burst of changes (ours included) is one check
-    monitor.stdout?.on('data', () => {
-      if (pending) return
+    // a burst of changes (ours included) is one check; other interfaces' (a pod's veth) are none
+    monitor.stdout?.on('data', (chunk: Buffer) => {
+      if (pending || !chunk.toString('latin1').includes(this.options.interfaceName)) return
       pending = setTimeout(() => {
         pending = undefined
         if (!this.stopped) void this.ensure()
