@@ -28,6 +28,8 @@ export interface Counts {
   /** row 8: hubs in the fleet, and how long each outage lasts */
   fleetHubs: number
   fleetOutageMs: number
+  /** bundle rows: rounds of each measure, the bundle and dist/ alternating which goes first */
+  bundleRounds: number
 }
 
 export const fullCounts: Counts = {
@@ -48,6 +50,7 @@ export const fullCounts: Counts = {
   burst: 5_000,
   fleetHubs: 50,
   fleetOutageMs: 30_000,
+  bundleRounds: 3,
 }
 
 export const quickCounts: Counts = {
@@ -68,12 +71,15 @@ export const quickCounts: Counts = {
   burst: 1_000,
   fleetHubs: 3,
   fleetOutageMs: 1_000,
+  bundleRounds: 1,
 }
 
 export interface Context {
   sim: SimProcess
   /** <build>/cmd/outpost.js */
   hubEntry: string
+  /** the image's build: npm run bundle's outpost.mjs, alone in a temp dir (when the bundle group runs) */
+  bundleEntry?: string
   counts: Counts
   /** undefined when the simulator speaks protobuf; else why the protobuf rows have no figure */
   noProtobuf?: string

@@ -1,8 +1,13 @@
 // Rows 5-7: the cache. The built hub's memory idle and loaded, its cold start offline from a full
 // disk cache, and a SIGKILL in the middle of a recorded burst: nothing a client was shown is lost.
+// Then the image's build (npm run bundle) against dist/: memory at start and idle, cold start.
 import type { Context } from './context.ts'
+import { spawnSync } from 'node:child_process'
+import { cpSync, mkdtempSync, rmSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
 import { request } from 'undici'
-import { FloorProcess, HubProcess, procMemory, sleep } from './processes.ts'
+import { FloorProcess, HubProcess, procMemory, root, scratch, sleep } from './processes.ts'
 import { productionRuntimeEnv } from './runtime-env.ts'
 import { clientHeaders, openWatch, timedList, userAgents } from './load.ts'
 import type { Listed } from './load.ts'
@@ -234,4 +239,131 @@ export async function killRows(ctx: Context): Promise<Row[]> {
   } finally {
     await sim.call('fault', { fault: 'none' })
   }
+}
+
+/**
+ * `npm run bundle` into a directory of its own under the OS temp dir, as the image holds it (/app,
+ * nothing beside it): what it needs and did not take in cannot be found. `remove()` when done.
+ */
+export function buildBundle(): { entry: string; remove(): void } {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'outpost-bench-bundle-'))
+  const entry = path.join(dir, 'outpost.mjs')
+  const built = spawnSync('npm', ['run', 'bundle', '--', '--outfile', entry], { cwd: root, encoding: 'utf8', timeout: 300_000 })
+  if (built.status !== 0) {
+    rmSync(dir, { recursive: true, force: true })
+    throw new Error(`npm run bundle failed:\n${built.stdout}\n${built.stderr}`)
+  }
+  return { entry, remove: () => rmSync(dir, { recursive: true, force: true }) }
+}
+
+const median = (values: number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
+}
+
+/**
+ * The image's hub (the bundle, `node outpost.mjs`) side by side with dist/ (`node dist/cmd/outpost.js`
+ * over node_modules), each in the static pod's runtime environment: RSS idle and its peak while
+ * starting, then the cold start offline from one full cache (a copy of it per start).
+ */
+export async function bundleRows(ctx: Context): Promise<Row[]> {
+  const { counts, sim } = ctx
+  if (!ctx.bundleEntry) throw new Error('no bundle built')
+  const entries = { dist: ctx.hubEntry, bundle: ctx.bundleEntry }
+  const memory = { dist: [] as { rss: number; hwm: number }[], bundle: [] as { rss: number; hwm: number }[] }
+  for (let round = 0; round < counts.bundleRounds; round++) {
+    // one after the other, so neither starts while the other does; both read idleSettledMs after their own spawn
+    const order = round % 2 === 0 ? (['dist', 'bundle'] as const) : (['bundle', 'dist'] as const)
+    const hubs = new Map<'dist' | 'bundle', HubProcess>()
+    try {
+      for (const variant of order) hubs.set(variant, await HubProcess.start(entries[variant], { server: sim.url }))
+      for (const variant of order) {
+        const hub = hubs.get(variant)!
+        await sleep(Math.max(0, counts.idleSettledMs - (performance.now() - hub.spawnedAt)))
+        memory[variant].push(hub.memory())
+      }
+    } finally {
+      await Promise.all([...hubs.values()].map(hub => hub.stop()))
+    }
+  }
+
+  // a cache of what the memory rows cache: kube-proxy's slices, kubelet's pods and ConfigMaps
+  const filled = await HubProcess.start(ctx.hubEntry, { server: sim.url })
+  try {
+    await timedList(filled.url + slicesPath, kubeProxy)
+    await timedList(filled.url + podsPath, kubelet)
+    await timedList(filled.url + bulkConfigMapsPath, kubelet)
+  } finally {
+    await filled.stop()
+  }
+  const cold = { dist: [] as number[], bundle: [] as number[] }
+  const coldPeak = { dist: [] as number[], bundle: [] as number[] }
+  let objects = 0
+  await sim.call('fault', { fault: 'refuse' })
+  try {
+    for (let round = 0; round < counts.bundleRounds; round++) {
+      for (const variant of round % 2 === 0 ? (['dist', 'bundle'] as const) : (['bundle', 'dist'] as const)) {
+        const cacheDir = mkdtempSync(path.join(scratch(), 'cold-'))
+        cpSync(filled.cacheDir, cacheDir, { recursive: true })
+        const hub = await HubProcess.start(entries[variant], { server: sim.url, cacheDir, noWait: true })
+        try {
+          cold[variant].push((await firstServedList(hub, hub.url + slicesPath, kubeProxy)).sinceSpawn)
+          coldPeak[variant].push(hub.memory().hwm)
+          objects = await hub.metric('outpost_cache_loaded_objects')
+        } finally {
+          await hub.stop()
+          rmSync(cacheDir, { recursive: true, force: true })
+        }
+      }
+    }
+  } finally {
+    await sim.call('fault', { fault: 'none' })
+  }
+
+  const rss = (variant: 'dist' | 'bundle') => median(memory[variant].map(m => m.rss))
+  const hwm = (variant: 'dist' | 'bundle') => median(memory[variant].map(m => m.hwm))
+  const each = (values: number[]) => values.map(v => v.toFixed(1)).join(', ')
+  const rounds = `median of ${counts.bundleRounds}`
+  return [
+    ratioRow(
+      {
+        id: 'bundle.rss.idle',
+        name: 'RSS idle: the image’s bundle vs dist/',
+        unit: 'MiB',
+        baselineLabel: 'dist/',
+        note: `VmRSS ${counts.idleSettledMs} ms after spawn, ${rounds} (bundle ${each(memory.bundle.map(m => m.rss))}; dist/ ${each(memory.dist.map(m => m.rss))}); node ${process.version} here, the image's is 22`,
+      },
+      rss('dist'),
+      rss('bundle'),
+      'lower',
+      1,
+    ),
+    ratioRow(
+      {
+        id: 'bundle.rss.start-peak',
+        name: 'Peak RSS while starting: the bundle vs dist/',
+        unit: 'MiB',
+        baselineLabel: 'dist/',
+        note: `VmHWM at the same moment, ${rounds} (bundle ${each(memory.bundle.map(m => m.hwm))}; dist/ ${each(memory.dist.map(m => m.hwm))})`,
+      },
+      hwm('dist'),
+      hwm('bundle'),
+      'lower',
+      1,
+    ),
+    ratioRow(
+      {
+        id: 'bundle.coldstart',
+        name: `Cold start offline, ${thousands(objects)} cached objects, to 1st list served: the bundle vs dist/`,
+        unit: 'ms',
+        baselineLabel: 'dist/',
+        note: `spawn to the last byte of kube-proxy's ${thousands(counts.slices)}-slice list, each start from its own copy of one cache, ${rounds} (bundle ${each(cold.bundle)}; dist/ ${each(cold.dist)}); VmHWM then: bundle ${each(coldPeak.bundle)}, dist/ ${each(coldPeak.dist)} MiB`,
+      },
+      median(cold.dist),
+      median(cold.bundle),
+      'lower',
+      1,
+    ),
+  ]
 }

@@ -10,8 +10,8 @@
 //   BENCH_DEBUG=1       the hub's debug log and the simulator's output on this terminal
 //   BENCH_HUB_ARGS      extra flags for every hub started (e.g. "--shared-watches=false")
 //   BENCH_HUB_NODE_ARGS node options for the hub's processes (e.g. "--cpu-prof --cpu-prof-dir=/tmp/p")
-//   BENCH_ONLY=a,b      only these groups (their ids: get list watch watchers memory kill disk multiplexer
-//                       fleet pool in-process); the smoke then checks only the rows of those groups
+//   BENCH_ONLY=a,b      only these groups (their ids: get list watch watchers memory bundle kill disk
+//                       multiplexer fleet pool in-process); the smoke then checks only the rows of those groups
 import { spawnSync } from 'node:child_process'
 import path from 'node:path'
 import { request } from 'undici'
@@ -22,7 +22,7 @@ import { protobufType } from './load.ts'
 import { formatTable, machine, naRow, writeResults } from './report.ts'
 import type { Results, Row } from './report.ts'
 import { deliveryRows, getRows, listRows, watchRows } from './rows-proxy.ts'
-import { killRows, memoryRows } from './rows-cache.ts'
+import { buildBundle, bundleRows, killRows, memoryRows } from './rows-cache.ts'
 import { compactionKillRows, damagedColdStartRows } from './rows-disk.ts'
 import { inProcessRows } from './topology.ts'
 import { fleetRows } from './fleet.ts'
@@ -72,17 +72,17 @@ async function group(rows: Row[], id: string, what: string, measure: () => Promi
 }
 
 /** The groups that use the simulator process (seeded with the bench's cluster), and those of them that share one hub. */
-const simGroups = ['get', 'list', 'watch', 'watchers', 'memory', 'kill', 'disk', 'multiplexer']
+const simGroups = ['get', 'list', 'watch', 'watchers', 'memory', 'bundle', 'kill', 'disk', 'multiplexer']
 const simHubGroups = ['get', 'list', 'watch', 'watchers']
 const wantedAny = (ids: string[]): boolean => ids.some(wanted)
 
 /** Rows 1-7, 9 and 10, against the simulator process; says why the protobuf rows have no figure, if so. */
-async function simulatorRows(sim: SimProcess, hubEntry: string, rows: Row[]): Promise<string | undefined> {
+async function simulatorRows(sim: SimProcess, hubEntry: string, bundleEntry: string | undefined, rows: Row[]): Promise<string | undefined> {
   progress(`simulator: ${counts.slices} slices, ${counts.pods} pods, ${counts.configMaps} ConfigMaps`)
   await sim.call('seed', { slices: counts.slices, pods: counts.pods, configMaps: counts.configMaps })
   const noProtobuf = await protobufProblem(sim.url)
   if (noProtobuf) progress(`protobuf rows n/a: ${noProtobuf}`)
-  const ctx: Context = { sim, hubEntry, counts, noProtobuf }
+  const ctx: Context = { sim, hubEntry, bundleEntry, counts, noProtobuf }
 
   if (wantedAny(simHubGroups)) {
     const hub = await HubProcess.start(hubEntry, { server: sim.url })
@@ -96,6 +96,9 @@ async function simulatorRows(sim: SimProcess, hubEntry: string, rows: Row[]): Pr
     }
   }
   await group(rows, 'memory', '5-6. RSS idle and loaded, cold start offline', () => memoryRows(ctx))
+  await group(rows, 'bundle', "5-6 for the image's build: the bundle (npm run bundle) vs dist/, RSS idle and at start, cold start offline", () =>
+    bundleRows(ctx),
+  )
   await group(rows, 'kill', '7. SIGKILL mid-burst, restart offline', () => killRows(ctx))
   await group(rows, 'disk', '9. the disk cache under faults: kill -9 mid-compaction on a full disk; a cold start on a damaged snapshot', async () => [
     ...(await compactionKillRows(quick ? 2_000 : 10_000)),
@@ -110,15 +113,18 @@ async function simulatorRows(sim: SimProcess, hubEntry: string, rows: Row[]): Pr
 async function main(): Promise<number> {
   progress(`npm run build${process.env.BENCH_BUILD_DIR ? ` (into ${process.env.BENCH_BUILD_DIR})` : ''}`)
   const hubEntry = buildHub(process.env.BENCH_BUILD_DIR)
+  if (wanted('bundle')) progress('npm run bundle')
+  const bundle = wanted('bundle') ? buildBundle() : undefined
   const rows: Row[] = []
   let inProcess: Row[] = []
   let noProtobuf: string | undefined
   const sim = wantedAny(simGroups) ? await SimProcess.start() : undefined
   try {
-    if (sim) noProtobuf = await simulatorRows(sim, hubEntry, rows)
+    if (sim) noProtobuf = await simulatorRows(sim, hubEntry, bundle?.entry, rows)
   } finally {
     await sim?.close()
     cleanupScratch()
+    bundle?.remove()
   }
   await group(rows, 'fleet', `8. a fleet of ${counts.fleetHubs} hubs through two outages, shared watch caches vs not`, () =>
     fleetRows({
