@@ -96,8 +96,13 @@ async function startBundle(server: string, cacheDir: string): Promise<{ url: str
   child.stderr!.on('data', (chunk: Buffer) => (out += chunk.toString()))
   const exited = once(child, 'exit').then(([code]) => code as number | null)
   const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
-    return exited
+    if (child.exitCode !== null || child.signalCode !== null) return exited
+    child.kill('SIGTERM')
+    // its shutdown has a 10 s deadline of its own; past that it hangs, and the test must not
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000)
+    const code = await exited
+    clearTimeout(timer)
+    return code
   }
   await eventually(
     async () => {
@@ -112,7 +117,11 @@ async function startBundle(server: string, cacheDir: string): Promise<{ url: str
     },
     60_000,
     'the bundle to listen',
-  )
+  ).catch(async error => {
+    child.kill('SIGKILL')
+    await exited
+    throw error
+  })
   return { url: `http://127.0.0.1:${port}`, child, stdout: () => out, stop }
 }
 
