@@ -3,6 +3,7 @@
 // `ip` does the netlink work: Node has no netlink socket, and a native addon would cost the bundle
 // its single file for a handful of calls a minute.
 import { execFile, spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
 import type { ChildProcess } from 'node:child_process'
 import { EventEmitter } from 'node:events'
 import { isIPv6 } from 'node:net'
@@ -11,13 +12,16 @@ import type { Logger } from 'pino'
 /** Runs `ip` with these arguments; resolves with its stdout, rejects with what it printed on stderr. */
 export type IpRunner = (args: string[]) => Promise<string>
 
+/** Where iproute2 puts it (the image: /usr/sbin/ip), whatever PATH a static pod's container gets */
+const ipBinary = ['/usr/sbin/ip', '/sbin/ip', '/bin/ip'].find(p => existsSync(p)) ?? 'ip'
+
 export const runIp: IpRunner = args =>
   new Promise((resolve, reject) => {
-    execFile('ip', args, { timeout: 10_000, maxBuffer: 1 << 20 }, (error, stdout, stderr) => {
+    execFile(ipBinary, args, { timeout: 10_000, maxBuffer: 1 << 20 }, (error, stdout, stderr) => {
       if (!error) return resolve(stdout)
       const code = (error as NodeJS.ErrnoException).code
       const said = String(stderr).trim().split('\n')[0]
-      reject(new Error(code === 'ENOENT' ? "iproute2's ip is not on PATH" : said || error.message))
+      reject(new Error(code === 'ENOENT' ? "iproute2's ip is not installed (/usr/sbin/ip, or on PATH)" : said || error.message))
     })
   })
 
@@ -126,7 +130,7 @@ export class PodAddressKeeper extends EventEmitter {
     if (this.stopped) return
     let monitor: ChildProcess
     try {
-      monitor = spawn('ip', ['-o', 'monitor', 'link', 'address'], { stdio: ['ignore', 'pipe', 'ignore'] })
+      monitor = spawn(ipBinary, ['-o', 'monitor', 'link', 'address'], { stdio: ['ignore', 'pipe', 'ignore'] })
     } catch {
       return
     }
