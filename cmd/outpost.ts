@@ -1,30 +1,15 @@
 // The outpost command: flags and environment → HubConfig → start. With no apiserver given it
 // runs the demo: the embedded apiserver simulator with a three-pool cluster behind the hub.
 import './gc-settings.ts'
-import { mkdtempSync } from 'node:fs'
-import os from 'node:os'
 import path from 'node:path'
 import { parseFlags, usage, UsageError } from './flags.ts'
 import { shutdownHandler } from './shutdown.ts'
+import { createLogger } from './log.ts'
+import { CloudSwitch, demoConfig, type DemoCloud, listenToKeys, logsQuiet, readAsTheNode, startControl, startDemoCloud } from './demo.ts'
+import { banner, hubStateLine, statusLine } from './demo-banner.ts'
 import { startHub } from '../lib/hub.ts'
 import type { Hub } from '../lib/hub.ts'
 import type { HubConfig } from '../lib/config.ts'
-
-const demoNode = 'kind-worker2'
-
-function demoBanner(proxyUrl: string, https?: { url: string; ca: string }): string {
-  return [
-    '',
-    `outpost demo: apiserver simulator with a three-pool cluster, hub serving as node ${demoNode} on ${proxyUrl}`,
-    'Try:',
-    `  curl -s ${proxyUrl}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices`,
-    `  kubectl --server ${proxyUrl} get endpointslices -A`,
-    `  kubectl --server ${proxyUrl} get endpointslices -A -w`,
-    // the simulator takes any token; a real apiserver decides who the token is
-    ...(https ? [`  curl -s --cacert ${https.ca} -H "Authorization: Bearer demo" ${https.url}/api/v1/namespaces`] : []),
-    '',
-  ].join('\n')
-}
 
 async function main(): Promise<void> {
   let config: HubConfig
@@ -45,33 +30,20 @@ async function main(): Promise<void> {
 
   const demo = config.servers.length === 0 && !config.kubeconfig
   const closers: (() => Promise<void>)[] = []
-  if (demo) {
-    // Only the demo needs the simulator; a production start never loads it.
-    // Not a literal, and no type import: tsc must not pull the simulator into dist/ (the image).
-    const demoModule = '../test/simulator/demo.ts'
-    let startDemoCluster: () => Promise<{ url: string; close(): Promise<void> }>
-    try {
-      ;({ startDemoCluster } = await import(demoModule))
-    } catch {
-      process.stderr.write('outpost: no apiserver given and the demo needs a source checkout (npm start); give --kubeconfig or --server\n')
-      process.exit(2)
-    }
-    const simulator = await startDemoCluster()
-    closers.push(() => simulator.close())
-    const given = (flag: string, env: string) => process.argv.some(a => a.startsWith(flag)) || Boolean(process.env[env])
-    config = {
-      ...config,
-      servers: [new URL(simulator.url)],
-      nodeName: given('--node-name', 'OUTPOST_NODE_NAME') ? config.nodeName : demoNode,
-      // a newcomer's machine has no /var/lib/outpost; each demo run caches its own fresh cluster in a temp dir
-      cacheDir: given('--cache-dir', 'OUTPOST_CACHE_DIR') ? config.cacheDir : mkdtempSync(path.join(os.tmpdir(), 'outpost-demo-cache-')),
-      certDir: given('--cert-dir', 'OUTPOST_CERT_DIR') ? config.certDir : mkdtempSync(path.join(os.tmpdir(), 'outpost-demo-pki-')),
-    }
+  const cloud = demo ? await startDemoCloud() : undefined
+  if (cloud) {
+    closers.push(() => cloud.close())
+    config = demoConfig(config, cloud, process.argv.slice(2), process.env)
   }
+  // Pretty lines for a person at a terminal, JSON lines for a node's log collector. The demo
+  // notes when the last line went out, to print its banner after the start's logs.
+  let lastLine = Date.now()
+  const onLine = cloud ? () => (lastLine = Date.now()) : undefined
+  const logger = await createLogger({ level: config.logLevel, pretty: Boolean(process.stdout.isTTY), onLine })
 
   let hub: Hub
   try {
-    hub = await startHub(config)
+    hub = await startHub(config, { logger })
   } catch (error) {
     process.stderr.write(`outpost: cannot start: ${(error as Error).message}\n`)
     await Promise.allSettled(closers.map(close => close()))
@@ -80,11 +52,6 @@ async function main(): Promise<void> {
   closers.unshift(() => hub.close())
   // A stray rejected promise must not take the node's apiserver away: log it loudly, keep serving.
   process.on('unhandledRejection', reason => hub.log.error({ err: reason instanceof Error ? reason.stack : String(reason) }, 'unhandled rejection'))
-  if (demo) {
-    const https = hub.secureUrl ? { url: await hub.secureUrl, ca: path.join(config.certDir, 'ca.crt') } : undefined
-    process.stdout.write(demoBanner(hub.proxyUrl, https))
-  }
-
   const stop = shutdownHandler({
     close: () => Promise.allSettled(closers.map(close => close())),
     exit: code => process.exit(code),
@@ -93,6 +60,37 @@ async function main(): Promise<void> {
   })
   process.on('SIGTERM', () => stop('SIGTERM'))
   process.on('SIGINT', () => stop('SIGINT'))
+  if (cloud)
+    await showDemo(
+      hub,
+      config,
+      cloud,
+      closers,
+      () => stop('SIGINT'),
+      () => lastLine,
+    )
+}
+
+/** The cloud switch (its control port, and keys at a terminal), then the banner once the start's logs are done. */
+async function showDemo(
+  hub: Hub,
+  config: HubConfig,
+  cloud: DemoCloud,
+  closers: (() => Promise<void>)[],
+  stop: () => void,
+  lastLine: () => number,
+): Promise<void> {
+  const print = (text: string) => process.stdout.write(text)
+  const keys = Boolean(process.stdin.isTTY)
+  const cloudSwitch = new CloudSwitch(cloud, hub, line => print(statusLine(line)))
+  const control = await startControl(cloudSwitch, process.env)
+  closers.push(() => control.close())
+  await readAsTheNode(hub.proxyUrl, config.nodeName)
+  const https = hub.secureUrl ? { url: await hub.secureUrl, ca: path.join(config.certDir, 'ca.crt') } : undefined
+  await logsQuiet(lastLine, 300, 3000)
+  print(banner({ node: config.nodeName, proxyUrl: hub.proxyUrl, adminUrl: hub.adminUrl, controlUrl: control.url, https, keys }))
+  hub.health.on('change', state => print(hubStateLine(state, control.url, keys)))
+  listenToKeys(cloudSwitch, stop)
 }
 
 main().catch(error => {

@@ -1,62 +1,18 @@
-// `npm start` as a newcomer runs it: the outpost command with no apiserver starts the demo, and the
-// commands it prints work as printed.
+// `npm start` as a newcomer runs it: the outpost command with no apiserver starts the demo, whose
+// banner walks them through taking the cloud away and bringing it back. Every command it prints is
+// run here as printed (through sh), in its order, and gives what the banner says it shows.
 import t from 'tap'
-import type { Test } from 'tap'
-import { spawn, execFile } from 'node:child_process'
-import type { ChildProcess } from 'node:child_process'
+import { execFile } from 'node:child_process'
 import { once } from 'node:events'
-import { readFileSync } from 'node:fs'
-import { eventually, freePort } from './helpers/hub.ts'
-import { kubectl } from './helpers/kubectl.ts'
-import { tempDir } from './helpers/temp-dirs.ts'
-
-const entry = new URL('../cmd/outpost.ts', import.meta.url).pathname
+import { eventually } from './helpers/hub.ts'
+import { commandsIn, outpostEntry, sh, shStream, startDemo } from './helpers/demo.ts'
 
 function run(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise(resolve => {
-    execFile(process.execPath, ['--import', 'tsx', entry, ...args], { env: { ...process.env, ...env } }, (error, stdout, stderr) => {
+    execFile(process.execPath, ['--import', 'tsx', outpostEntry, ...args], { env: { ...process.env, ...env } }, (error, stdout, stderr) => {
       resolve({ code: error ? (error as any).code : 0, stdout, stderr })
     })
   })
-}
-
-/**
- * `npm start` as it runs the demo, on free ports. Its cache and certificates go in directories of
- * the test's (the demo would make temp dirs it leaves behind, for the newcomer to look into), so
- * the printed commands name them; the demo is killed, then they are removed, when the test ends.
- */
-async function startDemo(t: Test): Promise<{ child: ChildProcess; port: number; adminPort: number; output(): string }> {
-  const cacheDir = tempDir(t, 'outpost-demo-cache-')
-  const certDir = tempDir(t, 'outpost-demo-pki-')
-  const port = await freePort()
-  const adminPort = await freePort()
-  const args = [
-    '--port',
-    String(port),
-    '--admin-port',
-    String(adminPort),
-    '--secure-port',
-    String(await freePort()),
-    '--log-level',
-    'warn',
-    '--cache-dir',
-    cacheDir,
-    '--cert-dir',
-    certDir,
-  ]
-  const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args])
-  const exited = once(child, 'exit')
-  t.teardown(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGKILL')
-      await exited
-    }
-  })
-  let output = ''
-  child.stdout.on('data', chunk => (output += chunk.toString()))
-  child.stderr.on('data', chunk => (output += chunk.toString()))
-  await eventually(() => output.includes('kubectl'), 30_000, 'the demo banner')
-  return { child, port, adminPort, output: () => output }
 }
 
 t.test('bad flags and values: one line on stderr, exit 2', async t => {
@@ -75,300 +31,82 @@ t.test('bad flags and values: one line on stderr, exit 2', async t => {
   t.match(help.stdout, /OUTPOST_SERVER/)
 })
 
-t.test('the demo serves, and its printed commands work as printed', async t => {
-  const { child, output } = await startDemo(t)
-
-  const commands = output()
-    .split('\n')
-    .map(l => l.trim())
-    .filter(l => l.startsWith('curl ') || l.startsWith('kubectl '))
-  t.equal(commands.length, 4, 'four commands printed')
-  const httpsLine = commands.find(c => c.includes('https://'))!
-  const viaHttps = await new Promise<string>((resolve, reject) => execFile('sh', ['-c', httpsLine], (error, out) => (error ? reject(error) : resolve(out))))
-  t.equal(JSON.parse(viaHttps).kind, 'NamespaceList', 'the HTTPS port, verified with the generated CA, with a token')
-  const curlLine = commands.find(c => c.startsWith('curl '))!
-  const curl = await new Promise<string>((resolve, reject) => execFile('sh', ['-c', curlLine], (error, out) => (error ? reject(error) : resolve(out))))
-  const slices = JSON.parse(curl)
-  t.equal(slices.kind, 'EndpointSliceList')
-  t.ok(
-    slices.items.some((s: any) => s.metadata.name === 'svc-ud1-abcde'),
-    'the demo cluster is loaded',
-  )
-
-  const getLine = commands.find(c => c.startsWith('kubectl ') && !c.endsWith('-w'))!
-  const [, , server, ...args] = getLine.split(/\s+/)
-  const get = await kubectl(server, args)
-  t.equal(get.code, 0, get.stderr)
-  t.match(get.stdout, /svc-ud1-abcde/)
-
-  child.kill('SIGTERM')
-  const [code] = await once(child, 'exit')
-  t.equal(code, 0, 'SIGTERM stops the demo cleanly')
-})
-
-// What every curl command in the README must give against the demo (node kind-worker2, pool
-// shanghai; the cluster of test/fixtures/cluster-objects.yaml): its HTTP status and its content.
-interface Ran {
-  command: string
-  /** curl's exit code */
-  code: number
-  /** the HTTP status curl saw (000: none) */
-  status: string
-  stdout: string
+/** The banner's steps, in the order it prints them: each matches exactly one command. */
+const steps = {
+  watch: (c: string) => c.startsWith('kubectl ') && / -w /.test(c),
+  cloudOff: (c: string) => c.startsWith('curl -X POST ') && c.endsWith('/cloud/off'),
+  offlineMetric: (c: string) => c.endsWith('/metrics | grep ^outpost_cloud_online'),
+  get: (c: string) => c.startsWith('kubectl ') && c.endsWith(' get endpointslices -A'),
+  kubeProxy: (c: string) => c.includes(' -A kube-proxy ') && c.includes('/endpointslices/svc-ud1-abcde | grep '),
+  unfiltered: (c: string) => !c.includes(' -A ') && c.includes('/endpointslices/svc-ud1-abcde | grep '),
+  write: (c: string) => c.startsWith('kubectl ') && c.includes(' label '),
+  cloudOn: (c: string) => c.startsWith('curl -X POST ') && c.endsWith('/cloud/on'),
+  https: (c: string) => c.includes('https://') && c.includes('Authorization: Bearer'),
 }
 
-const addresses = (slice: any): string[] => (slice?.endpoints ?? []).flatMap((e: any) => e.addresses).sort()
-const named = (items: any[] | undefined, name: string) => items?.find(i => i.metadata?.name === name)
-// svc-ud1-abcde has endpoints on kind-worker (hangzhou, two), kind-worker2 and kind-worker3 (shanghai)
-const ud1All = ['10.244.1.3', '10.244.2.2', '10.244.2.3', '10.244.3.2']
-const ud1Shanghai = ['10.244.1.3', '10.244.3.2']
-
-const readmeChecks: { what: string; matches(command: string): boolean; exitCode?: number; check(t: Test, ran: Ran): void }[] = [
-  {
-    what: 'the slices of default, unfiltered for curl',
-    matches: c => c.endsWith(':10261/apis/discovery.k8s.io/v1/namespaces/default/endpointslices'),
-    check(t, ran) {
-      const list = JSON.parse(ran.stdout)
-      t.equal(list.kind, 'EndpointSliceList')
-      t.ok(list.items.length >= 4 && list.items.every((i: any) => i.metadata.namespace === 'default'), `${list.items.length} slices of default`)
-      t.same(addresses(named(list.items, 'svc-ud1-abcde')), ud1All, 'every endpoint: curl is not a filtered component')
-    },
-  },
-  {
-    what: 'svc-ud1-abcde as kube-proxy sees it',
-    matches: c => c.includes('-A kube-proxy ') && c.endsWith('/endpointslices/svc-ud1-abcde'),
-    check(t, ran) {
-      const slice = JSON.parse(ran.stdout)
-      t.match(slice, { kind: 'EndpointSlice', metadata: { name: 'svc-ud1-abcde' } })
-      t.same(addresses(slice), ud1Shanghai, 'only the shanghai endpoints')
-    },
-  },
-  {
-    what: 'svc-ud1-abcde as the cluster holds it',
-    matches: c => !c.includes(' -A ') && c.endsWith(':10261/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/svc-ud1-abcde'),
-    check(t, ran) {
-      const slice = JSON.parse(ran.stdout)
-      t.match(slice, { kind: 'EndpointSlice', metadata: { name: 'svc-ud1-abcde' } })
-      t.same(addresses(slice), ud1All, 'every endpoint')
-    },
-  },
-  { what: 'liveness', matches: c => c.endsWith('/v1/healthz'), check: (t, ran) => t.equal(ran.stdout, 'ok') },
-  { what: 'readiness', matches: c => c.endsWith('/v1/readyz'), check: (t, ran) => t.equal(ran.stdout, 'ok') },
-  {
-    what: 'every slice as kube-proxy sees it',
-    matches: c => c.includes('-A kube-proxy/') && c.endsWith('/apis/discovery.k8s.io/v1/endpointslices'),
-    check(t, ran) {
-      const list = JSON.parse(ran.stdout)
-      t.equal(list.kind, 'EndpointSliceList')
-      t.same(addresses(named(list.items, 'svc-ud1-abcde')), ud1Shanghai, 'svc-ud1 (openyurt.io/nodepool): this pool only')
-      t.same(addresses(named(list.items, 'svc-host-klmno')), ['10.244.1.3'], 'svc-host (kubernetes.io/hostname): this node only')
-      t.same(addresses(named(list.items, 'svc-ud1-without-topology-fghij')), ['10.244.1.3', '10.244.2.3'], 'no annotation: untouched')
-    },
-  },
-  {
-    what: "kubelet's pods, with the response headers",
-    matches: c => c.includes('-A kubelet/') && c.includes('/api/v1/pods?fieldSelector=spec.nodeName=kind-worker2'),
-    check(t, ran) {
-      const split = ran.stdout.indexOf('\r\n\r\n')
-      const head = ran.stdout.slice(0, split)
-      t.match(head, /^HTTP\/1\.1 200 OK\r\n/, 'the status line')
-      t.match(head, /^content-type: application\/json/im, 'and the headers')
-      const pods = JSON.parse(ran.stdout.slice(split + 4))
-      t.equal(pods.kind, 'PodList')
-      t.same(pods.items.map((p: any) => p.metadata.name).sort(), ['nginx-shanghai-9jvjb', 'united-deployment1-shanghai-hr6xt'], "this node's pods")
-      t.ok(
-        pods.items.every((p: any) => p.spec.nodeName === 'kind-worker2'),
-        'and only those',
-      )
-    },
-  },
-  {
-    what: 'a watch, cut by --max-time',
-    matches: c => c.includes('watch=true'),
-    // curl --max-time ends the watch (exit 28): it was still open
-    exitCode: 28,
-    check(t, ran) {
-      const events = ran.stdout
-        .trim()
-        .split('\n')
-        .map(line => JSON.parse(line))
-      t.ok(
-        events.every(e => e.type === 'ADDED' || e.type === 'BOOKMARK'),
-        'whole events: the state as ADDED (and BOOKMARKs)',
-      )
-      const added = events.filter(e => e.type === 'ADDED').map(e => e.object)
-      t.same(addresses(named(added, 'svc-ud1-abcde')), ud1All, 'svc-ud1-abcde among them')
-    },
-  },
-  {
-    what: "kubelet's Node at resourceVersion=0, from the nodes watch cache",
-    matches: c => c.includes('/api/v1/nodes/kind-worker2?resourceVersion=0'),
-    check(t, ran) {
-      t.match(JSON.parse(ran.stdout), { kind: 'Node', apiVersion: 'v1', metadata: { name: 'kind-worker2' } })
-    },
-  },
-  {
-    what: 'the Services a field selector picks, answered from the one services cache',
-    matches: c => c.includes('/api/v1/services?resourceVersion=0&fieldSelector=spec.clusterIP%3D10.96.0.1'),
-    check(t, ran) {
-      const list = JSON.parse(ran.stdout)
-      t.equal(list.kind, 'ServiceList')
-      t.same(
-        list.items.map((s: any) => `${s.metadata.namespace}/${s.metadata.name}`),
-        ['default/kubernetes'],
-        'only the Service with that clusterIP',
-      )
-    },
-  },
-  {
-    what: 'the cache overview',
-    matches: c => c.endsWith(':10267/debug/cache'),
-    check(t, ran) {
-      const cache = JSON.parse(ran.stdout)
-      t.equal(cache.cloud, 'online')
-      const collection = (component: string, resource: string) => cache.collections?.find((c: any) => c.component === component && c.resource === resource)
-      // what node components list and watch all day is kept once, in the shared watch caches' collection
-      t.match(
-        collection('shared-json', 'endpointslices.v1.discovery.k8s.io'),
-        { listed: true, scopes: ['all'], origin: 'cloud' },
-        "kube-proxy's slices, listed whole",
-      )
-      t.ok(collection('shared-json', 'endpointslices.v1.discovery.k8s.io')?.objects >= 4, 'with their objects')
-      t.match(
-        collection('shared-json', 'pods.v1.core'),
-        { objects: 2, scopes: ['fieldSelector=spec.nodeName=kind-worker2'] },
-        "kubelet's pods, in kubelet's scope",
-      )
-      const slices = cache.watchCaches?.find((w: any) => w.resource === 'endpointslices.discovery.k8s.io' && w.scope === 'all')
-      t.ok(slices?.synced && slices.components.includes('kube-proxy'), 'one watch cache for the slices, serving kube-proxy (and curl)')
-    },
-  },
-  {
-    what: "kube-proxy's cached slices",
-    matches: c => c.endsWith(':10267/debug/cache/kube-proxy/endpointslices.v1.discovery.k8s.io'),
-    check(t, ran) {
-      const cached = JSON.parse(ran.stdout)
-      t.match(cached, { component: 'kube-proxy', resource: 'endpointslices.v1.discovery.k8s.io', filtered: false })
-      t.same(addresses(named(cached.items, 'svc-ud1-abcde')), ud1All, 'stored unfiltered')
-    },
-  },
-  {
-    what: 'one cached slice',
-    matches: c => c.endsWith(':10267/debug/cache/kube-proxy/endpointslices.v1.discovery.k8s.io/default/svc-ud1-abcde'),
-    check(t, ran) {
-      const slice = JSON.parse(ran.stdout)
-      t.match(slice, { kind: 'EndpointSlice', metadata: { name: 'svc-ud1-abcde', namespace: 'default' } })
-      t.same(addresses(slice), ud1All, 'as the apiserver sent it')
-    },
-  },
-  {
-    what: 'one cached slice after the filters',
-    matches: c => c.includes('/default/svc-ud1-abcde?filtered=true'),
-    check(t, ran) {
-      const slice = JSON.parse(ran.stdout)
-      t.match(slice, { kind: 'EndpointSlice', metadata: { name: 'svc-ud1-abcde' } })
-      t.same(addresses(slice), ud1Shanghai, 'what kube-proxy receives: this pool only')
-    },
-  },
-  {
-    what: 'the topology context',
-    matches: c => c.endsWith(':10267/debug/topology'),
-    check(t, ran) {
-      const topology = JSON.parse(ran.stdout)
-      t.match(topology, { node: 'kind-worker2', known: true, pool: 'shanghai', poolNodes: ['kind-worker2', 'kind-worker3'] })
-      t.same(topology.services['default/svc-host']?.keys, [{ key: 'kubernetes.io/hostname', keeps: ['kind-worker2'] }], 'svc-host keeps this node')
-      const ud1 = topology.services['default/svc-ud1']?.keys?.[0]
-      t.equal(ud1?.key, 'openyurt.io/nodepool')
-      t.ok(
-        ud1?.keeps.length > 0 && ud1.keeps.every((n: string) => n === 'kind-worker2' || n === 'kind-worker3'),
-        `svc-ud1 keeps the pool's endpoints: ${ud1?.keeps}`,
-      )
-    },
-  },
-  {
-    what: 'leader hubs, off in the demo',
-    matches: c => c.endsWith(':10267/debug/pool'),
-    check(t, ran) {
-      t.match(JSON.parse(ran.stdout), { enabled: false, why: /--pool-sharing=off/ })
-    },
-  },
-  {
-    what: 'the filters',
-    matches: c => c.endsWith(':10267/debug/filters'),
-    check(t, ran) {
-      const filters = Object.fromEntries((JSON.parse(ran.stdout).filters as any[]).map(f => [f.name, f]))
-      t.same(Object.keys(filters).sort(), [
-        'discardcloudservice',
-        'forwardkubesvctraffic',
-        'inclusterconfig',
-        'masterservice',
-        'nodeportisolation',
-        'serviceenvupdater',
-        'servicetopology',
-      ])
-      t.match(filters.servicetopology, { enabled: true, components: ['kube-proxy', 'coredns', 'nginx-ingress-controller'] })
-      t.ok(filters.servicetopology.changed > 0, 'it changed what kube-proxy was sent above')
-      t.match(filters.masterservice, { enabled: false, off: /--advertise-address/ }, 'off in the demo, and says why')
-    },
-  },
-  {
-    what: 'the metrics',
-    matches: c => c.includes(':10267/metrics'),
-    check(t, ran) {
-      const lines = ran.stdout.trim().split('\n')
-      t.ok(lines.length > 10 && lines.every(l => l.startsWith('outpost_')), `${lines.length} lines, all outpost_`)
-      t.match(
-        ran.stdout,
-        /^outpost_requests_total\{component="kube-proxy",verb="list",resource="endpointslices\.discovery\.k8s\.io",code="200",source="cache"\} [1-9]/m,
-      )
-      t.match(ran.stdout, /^outpost_cloud_online 1$/m)
-    },
-  },
-]
-
-// Not runnable as written against the demo: a placeholder path (the demo prints the real command,
-// checked above) and a node's own CA and token.
-const notRunnable = [/outpost-demo-pki-XXXXXX/, /\$TOKEN/]
-
-t.test('every curl command in the README runs as written against the demo and answers what it should', async t => {
-  const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
-  const all = readme.split('\n').filter(line => line.startsWith('curl '))
-  const commands = all.filter(c => !notRunnable.some(r => r.test(c)))
-  t.equal(all.length - commands.length, notRunnable.length, 'only the known placeholders are left out')
-  const section = readme.slice(readme.indexOf('## Debugging with curl'), readme.indexOf('\n## ', readme.indexOf('## Debugging with curl') + 1))
-  t.ok(section.split('\n').filter(line => line.startsWith('curl ')).length >= 10, 'the "Debugging with curl" section among them')
-  const checks = commands.map(c => readmeChecks.filter(check => check.matches(c)))
+t.test('the banner, followed: the cloud taken away and brought back, kubectl and kube-proxy answered offline, the watch carries on', async t => {
+  const demo = await startDemo(t)
+  const printed = demo.output()
+  const banner = printed.slice(printed.lastIndexOf('outpost demo:'))
+  const commands = commandsIn(banner)
+  const names = Object.keys(steps) as (keyof typeof steps)[]
   t.same(
-    commands.filter((_, i) => checks[i].length !== 1),
-    [],
-    'every command has exactly one check',
+    commands.map(c => names.filter(n => steps[n](c))),
+    names.map(n => [n]),
+    'the banner prints one command per step, in order',
   )
-  t.same(
-    readmeChecks.filter(check => !commands.some(c => check.matches(c))).map(c => c.what),
-    [],
-    'and every check a command',
-  )
+  const command = Object.fromEntries(names.map((n, i) => [n, commands[i]])) as Record<keyof typeof steps, string>
+  t.match(command.cloudOff, `http://127.0.0.1:${demo.controlPort}/`, "the demo's control port")
 
-  const { port, adminPort } = await startDemo(t)
+  const https = await sh(command.https)
+  t.equal(JSON.parse(https.stdout).kind, 'NamespaceList', 'the HTTPS port, verified with the generated CA, with a token')
 
-  // In README order (the cache views show what the commands before them read). Only the ports
-  // differ from the README, the tests run side by side on free ones; and curl also reports the
-  // HTTP status, on stderr, so a pipe does not see it.
-  for (const [i, command] of commands.entries()) {
-    const line = command
-      .replaceAll(':10261/', `:${port}/`)
-      .replaceAll(':10267/', `:${adminPort}/`)
-      .replace(/^curl /, "curl -w '%{stderr}outpost-test-status=%{http_code}\\n' ")
-    const ran = await new Promise<Ran>(resolve =>
-      execFile('sh', ['-c', line], (error, stdout, stderr) =>
-        resolve({ command, code: error ? Number((error as any).code) : 0, status: /outpost-test-status=(\d+)/.exec(stderr)?.[1] ?? 'none', stdout }),
-      ),
-    )
-    const check = checks[i][0]
-    await t.test(`${command}: ${check.what}`, async t => {
-      t.equal(ran.status, '200', 'HTTP 200')
-      t.equal(ran.code, check.exitCode ?? 0, `curl exits ${check.exitCode ?? 0}`)
-      check.check(t, ran)
-    })
-  }
+  // 1. the watch, left running
+  const watch = shStream(t, command.watch)
+  await eventually(() => /svc-ud1-abcde\s+10\.244\./.test(watch.output()), 30_000, `the watch lists the slices: ${watch.output()}`)
+
+  // 2. the cloud away: the curl answers once the hub has noticed, and says so; so does the demo's terminal
+  const off = await sh(command.cloudOff)
+  t.match(off.stdout, /^cloud off; the hub noticed in [\d.]+ s and answers from its cache/, off.stdout)
+  t.match(demo.output(), />>> the hub sees the cloud offline/, 'the terminal says the hub saw it')
+  const metric = await sh(command.offlineMetric)
+  t.equal(metric.stdout, 'outpost_cloud_online 0\n', 'the metric says offline')
+  t.match(banner, /^\s+outpost_cloud_online 0$/m, 'the banner shows that line')
+
+  // 3. reads, offline: kubectl from the cache (which cannot know what the cloud did meanwhile), kube-proxy's view filtered
+  const get = await sh(command.get)
+  t.equal(get.code, 0, get.stderr)
+  t.match(get.stdout, /^NAMESPACE\s+NAME\s+ADDRESSTYPE\s+PORTS\s+ENDPOINTS\s+AGE$/m, "kubectl's table")
+  t.match(get.stdout, /^default\s+svc-ud1-abcde\s+IPv4\s+9376\s+10\.244\./m, 'the slices the node read')
+  t.notMatch(get.stdout, /svc-ud1-outage-1/, "and not the slice the cloud added while away: the answer is the cache's")
+  const kubeProxy = await sh(command.kubeProxy)
+  t.same(kubeProxy.stdout.trim().split('\n'), ['10.244.1.3', '10.244.3.2'], "kube-proxy: this pool's 2 endpoints")
+  const unfiltered = await sh(command.unfiltered)
+  t.same(unfiltered.stdout.trim().split('\n').sort(), ['10.244.1.3', '10.244.2.2', '10.244.2.3', '10.244.3.2'], 'curl: all 4')
+  t.match(banner, /2 of svc-ud1-abcde's 4 endpoints/, 'as the banner says')
+
+  // 4. a write, refused with the apiserver's kind of Status, as the banner shows it
+  const write = await sh(command.write)
+  t.not(write.code, 0, 'kubectl fails')
+  t.match(write.stderr, /^Error from server \(ServiceUnavailable\): .*nothing was written$/m, write.stderr)
+  t.match(banner, /^\s+Error from server \(ServiceUnavailable\): \.\.\. nothing was written$/m, 'the banner shows that error')
+
+  t.equal(watch.child.exitCode, null, 'the watch is still running')
+  t.notMatch(watch.output(), /svc-ud1-outage-1/, 'with nothing new while the cloud is away')
+
+  // 5. the cloud back: the watch receives what the cloud did while it was away
+  const on = await sh(command.cloudOn)
+  t.match(on.stdout, /^cloud on; the hub is online again after [\d.]+ s/, on.stdout)
+  await eventually(() => /svc-ud1-outage-1\s+10\.244\.3\.101/.test(watch.output()), 30_000, `the watch to print svc-ud1-outage-1: ${watch.output()}`)
+  t.pass('the watch printed svc-ud1-outage-1, added while the cloud was away')
+  t.equal(watch.child.exitCode, null, 'and runs on')
+  t.match(banner, /The watch of step 1 prints svc-ud1-outage-1/, 'as the banner says')
+
+  const labels = await sh(command.get.replace(/ get endpointslices -A$/, " get endpointslice -n default svc-ud1-abcde -o jsonpath='{.metadata.labels}'"))
+  t.equal(labels.code, 0, labels.stderr)
+  t.notMatch(labels.stdout, /demo/, 'nothing was written: the slice has no demo label')
+
+  demo.child.kill('SIGTERM')
+  const [code] = await once(demo.child, 'exit')
+  t.equal(code, 0, 'SIGTERM stops the demo cleanly')
 })
