@@ -41,7 +41,7 @@ export function banner(b: BannerInput): string {
     `      curl -s ${slice} | grep -o '10\\.244\\.[0-9.]*'`,
     ' 4. Writes are refused with a Status (503 ServiceUnavailable), and nothing is written:',
     `      ${kubectl} label endpointslice -n default svc-ud1-abcde demo=offline`,
-    '        Error from server (ServiceUnavailable): ... nothing was written',
+    '        Error from server (ServiceUnavailable): no apiserver reachable: ... nothing was written',
     ` 5. Bring the cloud back (${press}run this): the hub resumes its watches where they stopped.`,
     `      curl -X POST ${b.controlUrl}/cloud/on`,
     '    The watch of step 1 prints svc-ud1-outage-1, which the cloud added while it was away; nothing relisted.',

@@ -4,7 +4,7 @@ import t from 'tap'
 import type { Test } from 'tap'
 import { execFile } from 'node:child_process'
 import { readFileSync } from 'node:fs'
-import { startDemo } from './helpers/demo.ts'
+import { commandsIn, startDemo } from './helpers/demo.ts'
 
 // What every curl command in the README must give against the demo (node kind-worker2, pool
 // shanghai; the cluster of test/fixtures/cluster-objects.yaml): its HTTP status and its content.
@@ -25,14 +25,29 @@ const ud1Shanghai = ['10.244.1.3', '10.244.3.2']
 
 const readmeChecks: { what: string; matches(command: string): boolean; exitCode?: number; check(t: Test, ran: Ran): void }[] = [
   {
-    what: 'the slices of default, unfiltered for curl',
-    matches: c => c.endsWith(':10261/apis/discovery.k8s.io/v1/namespaces/default/endpointslices'),
-    check(t, ran) {
-      const list = JSON.parse(ran.stdout)
-      t.equal(list.kind, 'EndpointSliceList')
-      t.ok(list.items.length >= 4 && list.items.every((i: any) => i.metadata.namespace === 'default'), `${list.items.length} slices of default`)
-      t.same(addresses(named(list.items, 'svc-ud1-abcde')), ud1All, 'every endpoint: curl is not a filtered component')
-    },
+    what: 'the cloud taken away: the answer comes once the hub has noticed',
+    matches: c => c.endsWith(':10270/cloud/off'),
+    check: (t, ran) => t.match(ran.stdout, /^cloud off; the hub noticed in [\d.]+ s/),
+  },
+  {
+    what: 'the cloud offline, by the metric',
+    matches: c => c.endsWith('/metrics | grep ^outpost_cloud_online'),
+    check: (t, ran) => t.equal(ran.stdout, 'outpost_cloud_online 0\n'),
+  },
+  {
+    what: "kube-proxy's endpoints of svc-ud1-abcde, offline",
+    matches: c => c.includes('-A kube-proxy ') && c.endsWith("/endpointslices/svc-ud1-abcde | grep -o '10\\.244\\.[0-9.]*'"),
+    check: (t, ran) => t.same(ran.stdout.trim().split('\n'), ud1Shanghai, 'the 2 in this pool'),
+  },
+  {
+    what: 'every endpoint of svc-ud1-abcde, offline',
+    matches: c => !c.includes(' -A ') && c.endsWith("/endpointslices/svc-ud1-abcde | grep -o '10\\.244\\.[0-9.]*'"),
+    check: (t, ran) => t.same(ran.stdout.trim().split('\n').sort(), ud1All, 'all 4: curl is not a filtered component'),
+  },
+  {
+    what: 'the cloud back: the answer comes once the hub is online again',
+    matches: c => c.endsWith(':10270/cloud/on'),
+    check: (t, ran) => t.match(ran.stdout, /^cloud on; the hub is online again after [\d.]+ s/),
   },
   {
     what: 'svc-ud1-abcde as kube-proxy sees it',
@@ -213,7 +228,7 @@ const readmeChecks: { what: string; matches(command: string): boolean; exitCode?
   },
   {
     what: 'the metrics',
-    matches: c => c.includes(':10267/metrics'),
+    matches: c => c.endsWith(':10267/metrics | grep ^outpost_'),
     check(t, ran) {
       const lines = ran.stdout.trim().split('\n')
       t.ok(lines.length > 10 && lines.every(l => l.startsWith('outpost_')), `${lines.length} lines, all outpost_`)
@@ -249,7 +264,24 @@ t.test('every curl command in the README runs as written against the demo and an
     'and every check a command',
   )
 
-  const { port, adminPort } = await startDemo(t)
+  const demo = await startDemo(t)
+  const { port, adminPort, controlPort } = demo
+  // the quick start shows the banner's commands, at the default ports and with a placeholder CA path
+  const quickStart = readme.slice(readme.indexOf('## Quick start'), readme.indexOf('\n## ', readme.indexOf('## Quick start') + 1))
+  const banner = demo.output().slice(demo.output().lastIndexOf('outpost demo:'))
+  t.same(
+    commandsIn(quickStart),
+    commandsIn(banner).map(c =>
+      c
+        .replaceAll(`:${port}/`, ':10261/')
+        .replaceAll(`:${port} `, ':10261 ')
+        .replaceAll(`:${adminPort}/`, ':10267/')
+        .replaceAll(`:${controlPort}/`, ':10270/')
+        .replace(/https:\/\/127\.0\.0\.1:\d+\//, 'https://127.0.0.1:10268/')
+        .replace(/--cacert \S+\/ca\.crt/, '--cacert /tmp/outpost-demo-pki-XXXXXX/ca.crt'),
+    ),
+    "the quick start's commands are the banner's",
+  )
 
   // In README order (the cache views show what the commands before them read). Only the ports
   // differ from the README, the tests run side by side on free ones; and curl also reports the
@@ -258,6 +290,7 @@ t.test('every curl command in the README runs as written against the demo and an
     const line = command
       .replaceAll(':10261/', `:${port}/`)
       .replaceAll(':10267/', `:${adminPort}/`)
+      .replaceAll(':10270/', `:${controlPort}/`)
       .replace(/^curl /, "curl -w '%{stderr}outpost-test-status=%{http_code}\\n' ")
     const ran = await new Promise<Ran>(resolve =>
       execFile('sh', ['-c', line], (error, stdout, stderr) =>

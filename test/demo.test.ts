@@ -88,8 +88,8 @@ t.test('the banner, followed: the cloud taken away and brought back, kubectl and
   // 4. a write, refused with the apiserver's kind of Status, as the banner shows it
   const write = await sh(command.write)
   t.not(write.code, 0, 'kubectl fails')
-  t.match(write.stderr, /^Error from server \(ServiceUnavailable\): .*nothing was written$/m, write.stderr)
-  t.match(banner, /^\s+Error from server \(ServiceUnavailable\): \.\.\. nothing was written$/m, 'the banner shows that error')
+  t.match(write.stderr, /^Error from server \(ServiceUnavailable\): no apiserver reachable: .*nothing was written$/m, write.stderr)
+  t.match(banner, /^\s+Error from server \(ServiceUnavailable\): no apiserver reachable: \.\.\. nothing was written$/m, 'the banner shows that error')
 
   t.equal(watch.child.exitCode, null, 'the watch is still running')
   t.notMatch(watch.output(), /svc-ud1-outage-1/, 'with nothing new while the cloud is away')
