@@ -2,9 +2,10 @@
 // banner walks them through taking the cloud away and bringing it back. Every command it prints is
 // run here as printed (through sh), in its order, and gives what the banner says it shows.
 import t from 'tap'
-import { execFile } from 'node:child_process'
+import { execFile, execFileSync, spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { eventually } from './helpers/hub.ts'
+import { eventually, freePort } from './helpers/hub.ts'
+import { tempDir } from './helpers/temp-dirs.ts'
 import { commandsIn, outpostEntry, sh, shStream, startDemo } from './helpers/demo.ts'
 
 function run(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -48,6 +49,12 @@ t.test('the banner, followed: the cloud taken away and brought back, kubectl and
   const demo = await startDemo(t)
   const printed = demo.output()
   const banner = printed.slice(printed.lastIndexOf('outpost demo:'))
+  const logs = printed
+    .slice(0, printed.lastIndexOf('outpost demo:'))
+    .split('\n')
+    .filter(l => l.startsWith('{'))
+  t.ok(logs.length > 0 && logs.every(l => typeof JSON.parse(l).level === 'number'), 'not a terminal: the logs are JSON lines')
+  t.match(logs.at(-1), /"msg":"outpost serving"/, 'and the banner comes after the last of the start')
   const commands = commandsIn(banner)
   const names = Object.keys(steps) as (keyof typeof steps)[]
   t.same(
@@ -109,4 +116,43 @@ t.test('the banner, followed: the cloud taken away and brought back, kubectl and
   demo.child.kill('SIGTERM')
   const [code] = await once(demo.child, 'exit')
   t.equal(code, 0, 'SIGTERM stops the demo cleanly')
+})
+
+const hasScript = (() => {
+  try {
+    execFileSync('script', ['--version'], { stdio: 'ignore' })
+    return true
+  } catch {
+    return false
+  }
+})()
+
+t.test('at a terminal: readable logs, the banner after them, c switches the cloud, q stops', { skip: !hasScript && 'no script(1) for a terminal' }, async t => {
+  const [port, adminPort, securePort, controlPort] = [await freePort(), await freePort(), await freePort(), await freePort()]
+  const dirs = ['--cache-dir', tempDir(t, 'outpost-demo-cache-'), '--cert-dir', tempDir(t, 'outpost-demo-pki-')]
+  const command = [process.execPath, '--import', 'tsx', outpostEntry, '--port', port, '--admin-port', adminPort, '--secure-port', securePort, ...dirs].join(' ')
+  // script(1) gives the demo a terminal for stdin and stdout, as npm start in a shell has
+  const child = spawn('script', ['-qfec', command, '/dev/null'], { env: { ...process.env, OUTPOST_DEMO_PORT: String(controlPort) } })
+  const exited = once(child, 'exit')
+  t.teardown(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+  })
+  let output = ''
+  child.stdout.on('data', chunk => (output += chunk.toString()))
+  const plain = () => output.replace(/\x1b\[[0-9;]*[A-Za-z]/g, '')
+  await eventually(() => /Stop: q or Ctrl-C\.\r?\n─+/.test(plain()), 45_000, `the banner: ${plain()}`)
+  const start = plain().slice(0, plain().indexOf('outpost demo:'))
+  t.match(start, /^\[[\d:.]+\] INFO: outpost serving/m, "pino-pretty's lines")
+  t.notMatch(start, /^\{"level"/m, 'no JSON lines')
+
+  child.stdin.write('c')
+  await eventually(() => plain().includes('>>> the hub sees the cloud offline'), 30_000, 'the hub to see the cloud away')
+  const state = await fetch(`http://127.0.0.1:${controlPort}/cloud`)
+  t.equal(await state.text(), 'off\n', 'c took the cloud away')
+  child.stdin.write('c')
+  await eventually(() => plain().includes('>>> the hub sees the cloud online again'), 30_000, 'the hub to see the cloud back')
+
+  child.stdin.write('q')
+  const [code] = await exited
+  t.equal(code, 0, 'q stops the demo cleanly')
 })
