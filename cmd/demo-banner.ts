@@ -13,7 +13,7 @@ export interface BannerInput {
   keys: boolean
 }
 
-const rule = '─'.repeat(100)
+const rule = '─'.repeat(80)
 
 export function banner(b: BannerInput): string {
   const kubectl = `kubectl --server ${b.proxyUrl}`

@@ -129,8 +129,8 @@ export class CloudSwitch {
   off(): Promise<string> {
     return this.serial(async () => {
       if (this.away) return 'the cloud is already away\n'
-      this.away = true
       await this.cloud.setFault('refuse')
+      this.away = true
       const name = CloudSwitch.sliceName(++this.outages)
       this.cloud.create(outageSlice(name, this.outages))
       this.say(`cloud OFF: the simulated apiserver refuses every connection. Meanwhile, in the cloud, EndpointSlice default/${name} appears.`)
@@ -144,8 +144,8 @@ export class CloudSwitch {
   on(): Promise<string> {
     return this.serial(async () => {
       if (!this.away) return 'the cloud is already there\n'
-      this.away = false
       await this.cloud.setFault('none')
+      this.away = false
       this.say('cloud ON: the simulated apiserver answers again.')
       const seconds = await hubSees(this.hub, 'online', 30_000)
       const name = CloudSwitch.sliceName(this.outages)
