@@ -158,6 +158,7 @@ export class FilterRegistry {
     private readonly config: FilterConfig,
     private readonly log: Logger,
   ) {
+    const offFor = new Map<string, string[]>()
     for (const spec of specs) {
       const requested = config.enabled.includes(spec.name)
       const off = !requested
@@ -176,8 +177,11 @@ export class FilterRegistry {
         failed: 0,
       })
       if (!off) this.steps.set(spec.name, spec.step(this))
-      else if (requested) log.warn({ filter: spec.name }, `filter ${spec.name} is off: ${off}`)
+      else if (requested) offFor.set(off, [...(offFor.get(off) ?? []), spec.name])
     }
+    // one line per reason: the three filters that need a hub address share theirs
+    for (const [off, names] of offFor)
+      log.warn({ filters: names }, `${names.length > 1 ? 'filters' : 'filter'} ${names.join(', ')} ${names.length > 1 ? 'are' : 'is'} off: ${off}`)
   }
 
   /** The context changed: the next filtering reads it afresh. */
