@@ -15,7 +15,7 @@ import type { Cluster, PatchType } from './cluster.ts'
 import type { ResourceEntry } from './resources.ts'
 import { ApiError, badRequest, noSuchResource } from './errors.ts'
 import { listQuery } from './listoptions.ts'
-import { decodeProtobufBody, sendOutput, sendProtobufStatus } from './protobuf.ts'
+import { decodeCsrApprovalBody, decodeProtobufBody, sendOutput, sendProtobufStatus } from './protobuf.ts'
 import { negotiate, notAcceptableMessage, renderList, renderObject, type Output } from './render.ts'
 import { WatchStream } from './watch.ts'
 
@@ -95,7 +95,11 @@ function parseBody(req: IncomingMessage, buf: Buffer, entry: ResourceEntry): any
     .split(';')[0]
     .trim()
     .toLowerCase()
-  if (type === 'application/vnd.kubernetes.protobuf') return decodeProtobufBody(entry, buf)
+  if (type === 'application/vnd.kubernetes.protobuf') {
+    if (entry.storageKey === 'certificates.k8s.io/certificatesigningrequests' && /\/approval(\?|$)/.test(req.url ?? ''))
+      return decodeCsrApprovalBody(entry, buf)
+    return decodeProtobufBody(entry, buf)
+  }
   if (type === 'application/yaml') {
     try {
       return parseYaml(buf.toString('utf8'))

@@ -34,6 +34,12 @@ function nameProblem(entry: ResourceEntry, name: string): string | undefined {
     if (name.length > 63) return 'must be no more than 63 characters'
     return dns1035Re.test(name) ? undefined : dns1035Msg
   }
+  // ValidateRBACName: a path segment, so kubeadm's and the system's `system:…` names (colons) are valid
+  if (entry.group === 'rbac.authorization.k8s.io') {
+    if (name === '.' || name === '..') return `may not be '${name}'`
+    const bad = ['/', '%'].find(c => name.includes(c))
+    return bad === undefined ? undefined : `may not contain '${bad}'`
+  }
   if (name.length > 253) return 'must be no more than 253 characters'
   return subdomainRe.test(name) ? undefined : subdomainMsg
 }

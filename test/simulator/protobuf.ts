@@ -14,6 +14,7 @@ import { ProtobufError, SchemaError, decodeBody, encodeBody } from '../../lib/co
 import { failure, type Status } from '../../lib/api/status.ts'
 import { ApiError, badRequest } from './errors.ts'
 import { sendBytes, sendJSON } from './handlers.ts'
+import { decodeCsr } from './csr-protobuf.ts'
 import { servesProtobuf, statusFormat, type Output } from './render.ts'
 import type { ResourceEntry } from './resources.ts'
 
@@ -151,6 +152,18 @@ export function decodeProtobufBody(entry: ResourceEntry, body: Buffer): any {
     return decodeBody(body)
   } catch (err) {
     if (err instanceof ProtobufError || err instanceof SchemaError) throw refuse(err.message)
+    throw err
+  }
+}
+
+/** A CSR's approval as `kubectl certificate approve|deny` sends it (protobuf; the typed codec has no CSR). */
+export function decodeCsrApprovalBody(entry: ResourceEntry, body: Buffer): any {
+  try {
+    const csr = decodeCsr(body)
+    if (csr.apiVersion !== entry.apiVersion || csr.kind !== entry.kind) throw new ProtobufError(`expected ${entry.apiVersion} ${entry.kind}`)
+    return csr
+  } catch (err) {
+    if (err instanceof ProtobufError) throw badRequest(`the object provided is unrecognized (must be of type ${entry.kind}): ${err.message} (${summary(body)})`)
     throw err
   }
 }
