@@ -3,11 +3,12 @@
 // apiserver simulator and the hub the guide's static pod runs. Only sudo, the host's paths (under a
 // temporary root) and the placeholders NODE and NAME differ. What cannot run here is listed below
 // with why; every command is one or the other, so a new command in the guide needs a check here.
-import { existsSync, readFileSync, statSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
 import type { Test } from 'tap'
-import { parse } from 'yaml'
+import { createMirrorPod, fileMode, json, kubeconfigServer, mentions, playKubeProxy, playKubelet } from './helpers/deploy-components.ts'
+import type { Said } from './helpers/deploy-components.ts'
 import { cannotRun, guideCommands, nodeName, repo, startDeployNode } from './helpers/deploy-node.ts'
 import type { DeployNode, Ran } from './helpers/deploy-node.ts'
 
@@ -15,71 +16,18 @@ const guide = readFileSync(path.join(repo, 'docs', 'deploy.md'), 'utf8')
 const commands = guideCommands(guide)
 
 /** What the guide's commands leave behind, for the commands after them. */
-const state = { csr: '', approved: false, offline: false, kubeProxyRestarts: 0 }
-
-type Said = [ok: boolean, message: string][]
+const state = { csr: '', approved: false, offline: false }
 
 interface Step {
   what: string
   matches(command: string): boolean
   /** the exit code the command must give (0 unless said) */
   code?: number
-  /** run again until the check holds (up to 30 s), as a person waits for what the guide says */
+  /** run again until the check holds (up to 60 s), as a person waits for what the guide says */
   until?: boolean
   before?(t: Test, node: DeployNode): Promise<void>
   check(ran: Ran, node: DeployNode): Said
   after?(t: Test, node: DeployNode): Promise<void>
-}
-
-const json = (text: string) => {
-  try {
-    return JSON.parse(text)
-  } catch {
-    return undefined
-  }
-}
-const fileMode = (file: string) => (existsSync(file) ? statSync(file).mode & 0o777 : undefined)
-const mentions = (text: string, what: string | RegExp): Said => [[typeof what === 'string' ? text.includes(what) : what.test(text), `says ${what}`]]
-const kubeconfigServer = (text: string) => parse(text)?.clusters?.[0]?.cluster?.server as string | undefined
-
-/** kubelet, once it reads through the hub: the kubeconfig its drop-in names, its pods, its node, kube-proxy's ConfigMap (a mounted volume). */
-async function playKubelet(t: Test, node: DeployNode): Promise<void> {
-  const dropIn = readFileSync(`${node.root}/etc/systemd/system/kubelet.service.d/20-outpost.conf`, 'utf8')
-  const kubeconfig = /--kubeconfig=(\S+?)"/.exec(dropIn)?.[1] ?? ''
-  const server = kubeconfigServer(readFileSync(node.root + kubeconfig, 'utf8'))
-  t.equal(server, 'http://127.0.0.1:10261', `kubelet's kubeconfig (${kubeconfig}) names the hub`)
-  const get = (p: string) => node.sh(`curl -sf -A 'kubelet/v1.30.0 (linux/amd64) kubernetes/7c48c2b' '${server}${p}'`)
-  const pods = json((await get(`/api/v1/pods?fieldSelector=spec.nodeName%3D${nodeName}`)).stdout)
-  t.equal(pods?.kind, 'PodList', 'kubelet lists its pods through the hub')
-  t.equal(json((await get(`/api/v1/nodes/${nodeName}`)).stdout)?.metadata?.name, nodeName, 'and gets its Node')
-  const cm = json((await get('/api/v1/namespaces/kube-system/configmaps/kube-proxy')).stdout)
-  t.equal(cm?.kind, 'ConfigMap', "and reads kube-proxy's ConfigMap, which it mounts into kube-proxy's pods")
-}
-
-/** kube-proxy after a restart: the kubeconfig its ConfigMap holds and, as kubelet mounts it, the config.conf that names it. */
-async function playKubeProxy(t: Test, node: DeployNode): Promise<void> {
-  const kubeconfig = (await node.sh(`kubectl -n kube-system get configmap kube-proxy -o jsonpath='{.data.kubeconfig\\.conf}'`)).stdout
-  const server = kubeconfigServer(kubeconfig)
-  if (server !== 'http://127.0.0.1:10261') {
-    t.equal(kubeconfig, readFileSync(path.join(node.work, 'kube-proxy-kubeconfig.conf.orig'), 'utf8'), "rolled back: kube-proxy's own kubeconfig again")
-    return
-  }
-  // what kubelet writes into kube-proxy's pods: the inclusterconfig filter would comment out
-  // config.conf's kubeconfig line, and kube-proxy would go to the pod address with its token
-  const mounted = json((await node.sh(`curl -sf -A kubelet/v1.30.0 http://127.0.0.1:10261/api/v1/namespaces/kube-system/configmaps/kube-proxy`)).stdout)
-  const args: string[] = parse(readFileSync(`${node.root}/etc/kubernetes/manifests/outpost.yaml`, 'utf8')).spec.containers[0].args
-  const off = args.some(a => /^--disable-filters=(.*,)?inclusterconfig(,|$)/.test(a))
-  t.match(
-    mounted?.data?.['config.conf'],
-    /^\s*kubeconfig: \/var\/lib\/kube-proxy\/kubeconfig\.conf$/m,
-    'config.conf, as kubelet mounts it, still names the patched kubeconfig',
-    {
-      todo: off ? false : 'manifests/outpost-static-pod.yaml must pass --disable-filters=inclusterconfig (docs/deploy.md, step 6)',
-    },
-  )
-  const get = (p: string) => node.sh(`curl -sf -A 'kube-proxy/v1.30.0 (linux/amd64) kubernetes/7c48c2b' '${server}${p}'`)
-  t.equal(json((await get('/apis/discovery.k8s.io/v1/endpointslices')).stdout)?.kind, 'EndpointSliceList', 'kube-proxy lists EndpointSlices through the hub')
-  t.equal(json((await get('/api/v1/services')).stdout)?.kind, 'ServiceList', 'and Services')
 }
 
 // Each command's expected outcome, in the guide's order. A command that occurs twice (readyz, the
@@ -132,7 +80,10 @@ const steps: Step[] = [
     },
     // kubelet's part: it runs the static pod (faster health probes: the offline check below would
     // take 15 s at the default 5 s)
-    after: async (_t, node) => node.startHub(['--health-interval=200ms']),
+    after: async (t, node) => {
+      node.startHub(['--health-interval=200ms'])
+      await createMirrorPod(t, node)
+    },
   },
   { what: 'the hub is alive', matches: c => c.endsWith(':10267/v1/healthz'), until: true, check: ran => [[ran.stdout === 'ok', ran.stdout]] },
   {
@@ -243,10 +194,7 @@ const steps: Step[] = [
     what: 'kube-proxy restarted',
     matches: c => c === 'kubectl -n kube-system rollout restart daemonset kube-proxy',
     check: ran => [[ran.stdout.trim() === 'daemonset.apps/kube-proxy restarted', ran.stdout.trim()]],
-    after: async (t, node) => {
-      state.kubeProxyRestarts++
-      await playKubeProxy(t, node)
-    },
+    after: playKubeProxy,
   },
   {
     what: 'rolled out',
@@ -409,6 +357,10 @@ const notRunnable: { matches: RegExp; why: string; instead?(t: Test, node: Deplo
   { matches: /^ps -o args= -C kubelet /, why: "no kubelet process here; the drop-in's content is checked instead" },
   { matches: /^kubectl -n kube-system logs outpost-NODE$/, why: 'pod logs come from kubelet and the container runtime' },
   {
+    matches: /^(curl -s 127\.0\.0\.1:10267\/debug\/pool|kubectl -n kube-system get lease outpost-pool-POOL)$/,
+    why: 'leader hubs need several nodes with --pool-sharing=on; test/pool*.test.ts run them',
+  },
+  {
     matches: /^sudo iptables -I OUTPUT /,
     why: "the host's firewall; the simulator refuses connections instead",
     instead: async (_t, node) => {
@@ -450,20 +402,6 @@ t.test("docs/deploy.md, followed in order on a node of the test's own", { skip: 
     if (t.passing()) return
     t.comment(`the hub's output:\n${node.hubOutput().slice(-4000)}`)
   })
-  // kubelet's part at step 3: it creates the static pod's mirror pod (through the apiserver it uses then)
-  const mirrorPod = async () => {
-    const pod = parse(readFileSync(`${node.root}/etc/kubernetes/manifests/outpost.yaml`, 'utf8'))
-    pod.metadata = {
-      ...pod.metadata,
-      name: `outpost-${nodeName}`,
-      annotations: { 'kubernetes.io/config.mirror': 'test', 'kubernetes.io/config.source': 'file' },
-    }
-    pod.spec.nodeName = nodeName
-    const made = await node.sh(
-      `curl -sf -A kubelet/v1.30.0 -H 'Content-Type: application/json' -d '${JSON.stringify(pod).replaceAll("'", "'\\''")}' ${node.simulatorUrl}/api/v1/namespaces/kube-system/pods`,
-    )
-    t.equal(made.code, 0, 'the mirror pod', { stderr: made.stderr })
-  }
 
   for (const command of commands) {
     const reason = notRunnable.find(n => n.matches.test(command))
@@ -474,7 +412,7 @@ t.test("docs/deploy.md, followed in order on a node of the test's own", { skip: 
     const step = steps.find(s => s.matches(command))!
     await t.test(`${command.split('\n')[0]}: ${step.what}`, async t => {
       await step.before?.(t, node)
-      const deadline = Date.now() + 30_000
+      const deadline = Date.now() + 60_000
       let ran: Ran
       let said: Said
       for (;;) {
@@ -487,6 +425,5 @@ t.test("docs/deploy.md, followed in order on a node of the test's own", { skip: 
       for (const [ok, message] of said) t.ok(ok, message)
       await step.after?.(t, node)
     })
-    if (command.endsWith('/etc/kubernetes/manifests/outpost.yaml') && command.includes('install')) await mirrorPod()
   }
 })
