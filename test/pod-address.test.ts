@@ -174,11 +174,14 @@ const fromPod = (nss: Namespaces, caFile: string, urlPath: string) =>
   ])
 
 t.test('pod address', { skip: await cannotRun() }, async t => {
+  // one pair of namespaces and one cluster; the hubs take turns in them (fixed ports, one at a time)
+  const shared = mkdtempSync(path.join(os.tmpdir(), 'outpost-podaddr-'))
+  t.teardown(() => rmSync(shared, { recursive: true, force: true }))
+  const nss = await namespaces(t)
+  const sim = await startSimulator(t, nss.hub, shared)
+
   t.test('the hub keeps 169.254.2.1 on a dummy interface, pods in another namespace reach the HTTPS port, and it comes back when removed', async t => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'outpost-podaddr-'))
-    t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-    const nss = await namespaces(t)
-    const sim = await startSimulator(t, nss.hub, dir)
+    const dir = mkdtempSync(path.join(shared, 'hub-'))
     const hub = await startHubIn(t, nss, sim.url, dir)
 
     const shown = await addressShown(nss)
@@ -218,25 +221,20 @@ t.test('pod address', { skip: await cannotRun() }, async t => {
   })
 
   t.test('an interface the hub did not make stays after it stops', async t => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'outpost-podaddr-'))
-    t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-    const nss = await namespaces(t)
+    const dir = mkdtempSync(path.join(shared, 'hub-'))
     const made = await run('ip', ['-n', nss.hub, 'link', 'add', iface, 'type', 'dummy'])
     if (made.code !== 0) await ip('-n', nss.hub, 'link', 'add', iface, 'type', 'bridge')
-    const sim = await startSimulator(t, nss.hub, dir)
     const hub = await startHubIn(t, nss, sim.url, dir)
     t.ok(await held(nss), 'the hub put the address on the existing interface and brought it up')
     t.match(JSON.parse((await admin(nss, '/debug/filters')).stdout).podAddress, { held: true, createdByHub: false })
     t.equal(await hub.stop(), 0)
     t.ok(holderKinds.includes((await addressShown(nss))?.kind ?? ''), 'still there: someone else made it')
+    await ip('-n', nss.hub, 'link', 'del', iface) // as it was before, for the next hub
   })
 
   const noSetpriv = (await run('setpriv', ['--version'])).code === 127 ? 'setpriv (util-linux) is not installed' : false
   t.test('without CAP_NET_ADMIN the hub says why, keeps the filters off and serves everything else', { skip: noSetpriv }, async t => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'outpost-podaddr-'))
-    t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-    const nss = await namespaces(t)
-    const sim = await startSimulator(t, nss.hub, dir)
+    const dir = mkdtempSync(path.join(shared, 'hub-'))
     await startHubIn(t, nss, sim.url, dir, ['setpriv', '--inh-caps=-net_admin', '--bounding-set=-net_admin', '--'])
 
     t.equal(await addressShown(nss), undefined, 'no interface made')
