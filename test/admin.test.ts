@@ -129,6 +129,19 @@ t.test('cached objects for curl: filtered view, Secrets redacted, traversal refu
   await eventually(() => h.hub.topology.known, 10_000, 'topology')
   const proxy = { 'user-agent': 'kube-proxy/v1.24.0' }
   await (await request(`${h.url}/apis/discovery.k8s.io/v1/endpointslices`, { headers: proxy })).body.dump()
+  // kubectl apply keeps what it applied, values included, in an annotation
+  const applied = JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: 'applied-secret', namespace: 'default' },
+    data: { password: 'c2VjcmV0LXZhbHVlLTQy' },
+  })
+  h.simulator.create({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: 'applied-secret', namespace: 'default', annotations: { 'kubectl.kubernetes.io/last-applied-configuration': applied } },
+    data: { password: 'c2VjcmV0LXZhbHVlLTQy' },
+  })
   await (await request(`${h.url}/api/v1/namespaces/default/secrets`, { headers: { 'user-agent': 'kubelet/v1.24.0' } })).body.dump()
   const base = `${h.hub.adminUrl}/debug/cache`
 
@@ -143,6 +156,9 @@ t.test('cached objects for curl: filtered view, Secrets redacted, traversal refu
   const realData = h.simulator.get('v1', 'Secret', 'default', 'app-secret').data
   for (const value of Object.values(realData) as string[]) t.notOk(secretText.includes(value), 'no Secret value in /debug output')
   t.match(JSON.parse(secretText).data, Object.fromEntries(Object.keys(realData).map(k => [k, /redacted/])))
+  const appliedText = (await get(`${base}/kubelet/secrets.v1.core/default/applied-secret`)).text
+  t.notOk(appliedText.includes('c2VjcmV0LXZhbHVlLTQy'), 'nor in its last-applied-configuration')
+  t.match(JSON.parse(appliedText).metadata.annotations, { 'kubectl.kubernetes.io/last-applied-configuration': /^<redacted, \d+ bytes>$/ })
 
   for (const path of [
     '/kubelet/..%2F..%2Fetc/passwd',

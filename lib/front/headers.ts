@@ -1,4 +1,6 @@
-// Hop-by-hop headers describe one connection, not the message: they never cross the proxy.
+// Hop-by-hop headers describe one connection, not the message: they never cross the proxy. Nor do
+// the front-proxy identity headers (X-Remote-User, -Group, -Extra-*): an apiserver believes them
+// only from its requestheader client certificate, and no client of the hub speaks for anyone.
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http'
 
 const hopByHop = new Set([
@@ -14,6 +16,9 @@ const hopByHop = new Set([
 ])
 
 const empty: ReadonlySet<string> = new Set<string>()
+
+/** `name` lower-cased */
+export const isFrontProxyIdentity = (name: string): boolean => name.startsWith('x-remote-')
 
 function connectionTokens(value: string | string[] | undefined): ReadonlySet<string> {
   if (value === undefined) return empty // the common case, on every proxied request and answer
@@ -33,7 +38,7 @@ function withoutHopByHop(headers: Record<string, string | string[] | number | un
     const value = headers[name]
     if (value === undefined) continue
     const lower = name.toLowerCase()
-    if (hopByHop.has(lower) || listed.has(lower) || alsoDrop.has(lower)) continue
+    if (hopByHop.has(lower) || listed.has(lower) || alsoDrop.has(lower) || isFrontProxyIdentity(lower)) continue
     out[lower] = typeof value === 'number' ? String(value) : value
   }
   return out

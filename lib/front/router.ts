@@ -14,6 +14,7 @@ import { isDiscoveryDocument } from '../cache/documents.ts'
 import type { ResponseFilter } from '../../filters/registry.ts'
 import type { Source } from '../observe/metrics.ts'
 import { BodyTimeoutError, BodyTooLargeError, hasBody, readBody } from './body.ts'
+import { impersonationProblem, ownCredentials } from './authn.ts'
 import type { Authenticate } from './authn.ts'
 import { planRequest } from './plan.ts'
 import type { Route } from './plan.ts'
@@ -80,7 +81,7 @@ export class Router {
     res.on('close', () => {
       if (!res.writableFinished) clientGone.abort()
     })
-    const denied = authenticate?.(req)
+    const denied = authenticate?.(req) ?? impersonationProblem(req.headers)
     if (denied) {
       sendStatus(res, denied)
       return 'hub'
@@ -117,7 +118,7 @@ export class Router {
     const { cloud, caching, watchCaches, filters } = this.options.sources
     const filter = filters.forRequest(info)
     const plan = planRequest({
-      actsAsNode: req.headers.authorization === undefined,
+      actsAsNode: !ownCredentials(req.headers),
       online: cloud.isOnline(),
       cacheable: caching?.isCacheable(info) ?? false,
       recordedWrite: caching?.recordsWrite(info) ?? false,

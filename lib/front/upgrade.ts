@@ -7,7 +7,9 @@ import type { Logger } from 'pino'
 import { Upstream, describeError } from '../upstream/upstream.ts'
 import { serviceUnavailable } from '../api/status.ts'
 import type { Status } from '../api/status.ts'
+import { impersonationProblem, ownCredentials } from './authn.ts'
 import type { Authenticate } from './authn.ts'
+import { isFrontProxyIdentity } from './headers.ts'
 import { classify } from '../api/requestinfo.ts'
 import { upstreamPath } from '../api/paths.ts'
 
@@ -18,7 +20,8 @@ function requestHead(req: IncomingMessage, server: URL, path: string, bearer: st
   const lines = [`${req.method} ${server.pathname.replace(/\/$/, '')}${path} HTTP/1.1`, `Host: ${server.host}`]
   const raw = req.rawHeaders
   for (let i = 0; i < raw.length; i += 2) {
-    if (!dropOnReplay.has(raw[i].toLowerCase())) lines.push(`${raw[i]}: ${raw[i + 1]}`)
+    const name = raw[i].toLowerCase()
+    if (!dropOnReplay.has(name) && !isFrontProxyIdentity(name)) lines.push(`${raw[i]}: ${raw[i + 1]}`)
   }
   if (bearer) lines.push(`Authorization: Bearer ${bearer}`)
   return lines.join('\r\n') + '\r\n\r\n'
@@ -42,13 +45,13 @@ export function refuseUpgrades(server: Server, status: Status): void {
 export function attachUpgradeProxy(server: Server, upstream: Upstream, log: Logger, authenticate?: Authenticate): void {
   server.on('upgrade', (req: IncomingMessage, client: Duplex, head: Buffer) => {
     client.on('error', () => client.destroy())
-    const denied = authenticate?.(req)
+    const denied = authenticate?.(req) ?? impersonationProblem(req.headers)
     if (denied) return refuse(client, denied)
     const info = classify(req.method ?? 'GET', req.url ?? '/', req.headers['user-agent'])
     if (info.problem) return refuse(client, info.problem)
-    const ownCredentials = req.headers.authorization !== undefined
-    const bearer = ownCredentials ? undefined : upstream.bearerToken
-    upstream.connectRaw(ownCredentials).then(
+    const own = ownCredentials(req.headers)
+    const bearer = own ? undefined : upstream.bearerToken
+    upstream.connectRaw(own).then(
       ({ server: target, socket }) => {
         if (client.destroyed) {
           socket.destroy()

@@ -47,12 +47,19 @@ export interface AdminOptions {
 
 const everything = parseScope({ namespace: '', labelSelector: '', fieldSelector: '' })
 
+const lastApplied = 'kubectl.kubernetes.io/last-applied-configuration'
+
 /** Secret values never leave the hub: their keys and sizes are enough to debug with. */
 function redact(document: any): any {
   if (document?.kind !== 'Secret') return document
   const hidden = (values: Record<string, string> | undefined) =>
     values && Object.fromEntries(Object.keys(values).map(k => [k, `<redacted, ${values[k].length} bytes>`]))
-  return { ...document, data: hidden(document.data), stringData: hidden(document.stringData) }
+  // kubectl apply keeps the whole object it applied, values included, in this annotation
+  const annotations = document.metadata?.annotations
+  const applied = annotations?.[lastApplied]
+  const metadata =
+    applied === undefined ? document.metadata : { ...document.metadata, annotations: { ...annotations, [lastApplied]: `<redacted, ${applied.length} bytes>` } }
+  return { ...document, metadata, data: hidden(document.data), stringData: hidden(document.stringData) }
 }
 
 /**
