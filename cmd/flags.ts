@@ -140,6 +140,11 @@ function byteCount(value: string): number {
   return n
 }
 
+function countOrNone(value: string): number {
+  if (!/^[0-9]{1,7}$/.test(value)) throw new InvalidValue('must be a whole number (0: no cap)')
+  return Number(value)
+}
+
 function positiveInteger(value: string): number {
   const n = /^[0-9]{1,6}$/.test(value) ? Number(value) : NaN
   if (!(n >= 1)) throw new InvalidValue('must be a whole number of at least 1')
@@ -385,6 +390,24 @@ export const flags: readonly FlagSpec[] = [
     default: String(defaults.maxRequestBytes),
     help: 'larger request bodies get 413, as from the apiserver',
     parse: values => byteCount(last(values)),
+  }),
+  spec({
+    flag: 'max-requests-inflight',
+    env: 'OUTPOST_MAX_REQUESTS_INFLIGHT',
+    arg: 'N',
+    key: 'maxRequestsInflight',
+    default: String(defaults.maxRequestsInflight),
+    help: 'requests served at once, watches aside; past it 429 with Retry-After\n(20 % kept for kubelet and kube-proxy; 0: no cap)',
+    parse: values => countOrNone(last(values)),
+  }),
+  spec({
+    flag: 'max-long-running',
+    env: 'OUTPOST_MAX_LONG_RUNNING',
+    arg: 'N',
+    key: 'maxLongRunningRequests',
+    default: String(defaults.maxLongRunningRequests),
+    help: 'watches, exec, attach and port-forward open at once; past it 429\n(20 % kept for kubelet and kube-proxy; 0: no cap)',
+    parse: values => countOrNone(last(values)),
   }),
   spec({
     flag: 'header-timeout',

@@ -39,6 +39,9 @@ export interface HubConfig {
   clientCaFile?: string
   /** a kubeconfig with a bootstrap token, used to get the node's client certificate by CSR */
   bootstrapKubeconfig?: string
+  /** requests served at once, past which a 429 (0: no cap); watches and exec/attach/port-forward are counted apart */
+  maxRequestsInflight: number
+  maxLongRunningRequests: number
   /** request bodies over this are refused with 413, as the apiserver does */
   maxRequestBytes: number
   /** a client must send its request headers within this, and may idle between requests this long */
@@ -106,6 +109,8 @@ export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
   certDir: '/var/lib/outpost/pki',
   nodeIps: [],
   maxRequestBytes: 3 * 1024 * 1024,
+  maxRequestsInflight: 200,
+  maxLongRunningRequests: 1000,
   headerTimeoutMs: 10_000,
   idleTimeoutMs: 90_000,
   cacheDir: '/var/lib/outpost/cache',

@@ -27,6 +27,7 @@ import { FilteredWatches } from './watch/filtered-watches.ts'
 import { RememberedLists } from './watch/remembered-lists.ts'
 import { WatchCaches } from './watch/watch-caches.ts'
 import { Router } from './front/router.ts'
+import { InflightLimiter } from './front/inflight.ts'
 import { UpstreamAnswerer } from './front/upstream-answerer.ts'
 import { WatchCacheAnswerer } from './front/watch-cache-answerer.ts'
 import { OfflineAnswerer } from './front/offline-answerer.ts'
@@ -239,7 +240,10 @@ async function startWithCache(
 
   // each source of answers built once, with what it uses; the router tries them in the plan's order
   const outage = () => (cacheOff ? `${checker.outage()}; ${cacheOff}` : checker.outage())
+  // one count for the plain and the HTTPS port: they serve the same node
+  const limiter = new InflightLimiter({ maxInflight: config.maxRequestsInflight, maxLongRunning: config.maxLongRunningRequests })
   const router = new Router({
+    limiter,
     answerers: {
       'watch-cache': config.sharedWatches
         ? new WatchCacheAnswerer({ caches: watchCaches, filteredWatches, streams, observer: metrics, bookmarkIntervalMs: options.cacheBookmarkIntervalMs })
@@ -275,7 +279,7 @@ async function startWithCache(
     body: { maxBytes: config.maxRequestBytes, idleMs: config.headerTimeoutMs },
   })
   const limits = { headerTimeoutMs: config.headerTimeoutMs, idleTimeoutMs: config.idleTimeoutMs }
-  const proxy = createProxyServer({ ...limits, handle: router.handlerFor(), upgrades: { upstream }, logger: log })
+  const proxy = createProxyServer({ ...limits, handle: router.handlerFor(), upgrades: { upstream, limiter }, logger: log })
   const api: ApiCaller = (method, path, body) => upstream.callJson(method, path, body)
   let secure: SecurePort | undefined
   let pool: HubPool | undefined
@@ -302,7 +306,7 @@ async function startWithCache(
     await proxy.listen({ host: config.bindAddress, port: config.port })
     await admin.listen({ host: config.adminAddress, port: config.adminPort })
     if (config.securePort !== null)
-      secure = await startSecurePort(config, log, { router, upstream, limits, podAddress: podAddress.advertised }, api, options.timing)
+      secure = await startSecurePort(config, log, { router, upstream, limits, podAddress: podAddress.advertised, limiter }, api, options.timing)
     if (config.poolSharing)
       pool = await startHubPool({
         config,

@@ -19,6 +19,8 @@ import type { Authenticate } from './authn.ts'
 import { planRequest } from './plan.ts'
 import type { Route } from './plan.ts'
 import { sendStatus } from './respond.ts'
+import { isStatus } from '../api/status.ts'
+import type { InflightLimiter } from './inflight.ts'
 import { ClientGone } from './answerer.ts'
 import type { Answerer, Call, Outcome } from './answerer.ts'
 
@@ -41,6 +43,8 @@ export interface RouterOptions {
   observer?: { requestDone(info: RequestInfo, code: number, source: Source, seconds: number): void }
   /** request bodies: at most maxBytes, and no longer than idleMs between chunks */
   body: { maxBytes: number; idleMs: number }
+  /** requests served at once (undefined: no cap, as on the pool port, which caps per peer) */
+  limiter?: InflightLimiter
 }
 
 export class Router {
@@ -86,6 +90,12 @@ export class Router {
       sendStatus(res, denied)
       return 'hub'
     }
+    const slot = this.options.limiter?.admit(info.verb === 'watch' ? 'long-running' : 'short', info.component)
+    if (slot && isStatus(slot)) {
+      sendStatus(res, slot)
+      return 'hub'
+    }
+    if (slot) res.once('close', () => slot.release())
     // what the apiserver answers to this path whoever asks (a bad escape, a watch of nothing): online or not
     if (info.problem) {
       sendStatus(res, info.problem)

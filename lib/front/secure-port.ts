@@ -7,6 +7,7 @@ import type { HubConfig } from '../config.ts'
 import { createProxyServer, tlsContextOptions } from './server.ts'
 import type { ProxyServerOptions } from './server.ts'
 import type { Router } from './router.ts'
+import type { InflightLimiter } from './inflight.ts'
 import type { Upstream } from '../upstream/upstream.ts'
 import { secureAuthentication } from './authn.ts'
 import { ServingCertificates } from '../certificates/serving.ts'
@@ -41,6 +42,8 @@ export async function startSecurePort(
     limits: Pick<ProxyServerOptions, 'headerTimeoutMs' | 'idleTimeoutMs'>
     /** the link-local address pods reach the hub on, when it holds it: listened on besides --secure-bind-address */
     podAddress?: string
+    /** requests served at once, shared with the plain port */
+    limiter?: InflightLimiter
   },
   api: ApiCaller,
   timing: { reloadIntervalMs?: number; csrPollIntervalMs?: number } = {},
@@ -65,7 +68,7 @@ export async function startSecurePort(
       const server = createProxyServer({
         ...front.limits,
         handle: front.router.handlerFor({ authenticate, log: logger }),
-        upgrades: { upstream: front.upstream, authenticate },
+        upgrades: { upstream: front.upstream, authenticate, limiter: front.limiter },
         logger,
         https,
       })

@@ -6,6 +6,7 @@ import type { FastifyError } from 'fastify'
 import type { Logger } from 'pino'
 import { sendStatus } from './respond.ts'
 import { attachUpgradeProxy, refuseUpgrades } from './upgrade.ts'
+import type { InflightLimiter } from './inflight.ts'
 import type { Handler } from './router.ts'
 import type { Authenticate } from './authn.ts'
 import type { Upstream } from '../upstream/upstream.ts'
@@ -15,7 +16,7 @@ export interface ProxyServerOptions {
   /** every HTTP request of this port (Router.handlerFor) */
   handle: Handler
   /** exec, attach, port-forward: upgraded connections go straight to the apiserver; without, every upgrade is refused (403) */
-  upgrades?: { upstream: Upstream; authenticate?: Authenticate }
+  upgrades?: { upstream: Upstream; authenticate?: Authenticate; limiter?: InflightLimiter }
   logger: Logger
   /** serve TLS (1.2+): the serving certificate, and the CA client certificates are checked against */
   https?: { cert: Buffer; key: Buffer; clientCa?: Buffer }
@@ -123,7 +124,7 @@ export function createProxyServer(options: ProxyServerOptions) {
     reply.hijack()
     sendStatus(reply.raw, failure(code, error.message))
   })
-  if (options.upgrades) attachUpgradeProxy(app.server, options.upgrades.upstream, options.logger, options.upgrades.authenticate)
+  if (options.upgrades) attachUpgradeProxy(app.server, options.upgrades.upstream, options.logger, options.upgrades.authenticate, options.upgrades.limiter)
   else refuseUpgrades(app.server, failure(403, 'this port relays no upgraded connections (exec, attach, port-forward, websocket watches)', 'Forbidden'))
   return app
 }

@@ -7,6 +7,8 @@ import type { Logger } from 'pino'
 import { Upstream, describeError } from '../upstream/upstream.ts'
 import { serviceUnavailable } from '../api/status.ts'
 import type { Status } from '../api/status.ts'
+import { isStatus } from '../api/status.ts'
+import type { InflightLimiter } from './inflight.ts'
 import { impersonationProblem, ownCredentials } from './authn.ts'
 import type { Authenticate } from './authn.ts'
 import { isFrontProxyIdentity } from './headers.ts'
@@ -42,13 +44,16 @@ export function refuseUpgrades(server: Server, status: Status): void {
   })
 }
 
-export function attachUpgradeProxy(server: Server, upstream: Upstream, log: Logger, authenticate?: Authenticate): void {
+export function attachUpgradeProxy(server: Server, upstream: Upstream, log: Logger, authenticate?: Authenticate, limiter?: InflightLimiter): void {
   server.on('upgrade', (req: IncomingMessage, client: Duplex, head: Buffer) => {
     client.on('error', () => client.destroy())
     const denied = authenticate?.(req) ?? impersonationProblem(req.headers)
     if (denied) return refuse(client, denied)
     const info = classify(req.method ?? 'GET', req.url ?? '/', req.headers['user-agent'])
     if (info.problem) return refuse(client, info.problem)
+    const slot = limiter?.admit('long-running', info.component)
+    if (slot && isStatus(slot)) return refuse(client, slot)
+    if (slot) client.once('close', () => slot.release())
     const own = ownCredentials(req.headers)
     const bearer = own ? undefined : upstream.bearerToken
     upstream.connectRaw(own).then(
