@@ -6,7 +6,7 @@ import { fixtureBytes, watchFrames } from './helpers/fixtures.ts'
 import { pino } from 'pino'
 import { classify } from '../lib/api/requestinfo.ts'
 import { CacheStore } from '../lib/cache/store.ts'
-import { Recorder, CachePolicy } from '../lib/cache/recorder.ts'
+import { Recorder, CachePolicy, maxCachedComponents } from '../lib/cache/recorder.ts'
 import { decodeUnknown, encodeUnknown, splitList } from '../lib/codec/protobuf.ts'
 import { scopeOf } from '../lib/cache/scope.ts'
 import { resourceKeyOf } from '../lib/cache/types.ts'
@@ -90,4 +90,14 @@ t.test('what is cached and what is not', async t => {
   t.notOk(cacheable('GET', '/api/v1/pods', 'kubectl/v1.32.4 (linux/amd64)'), 'components not configured are not')
   t.notOk(cacheable('PUT', '/api/v1/nodes/kind-worker2'), 'writes are not')
   t.ok(new CachePolicy(['*']).isCacheable(classify('GET', '/api/v1/pods', 'kubectl/v1.32.4')), '* caches every component')
+})
+
+t.test('with *, made-up User-Agents get at most maxCachedComponents caches; the first ones keep theirs', async t => {
+  const policy = new CachePolicy(['*', 'kubelet'])
+  const read = (ua: string) => policy.isCacheable(classify('GET', '/api/v1/pods', `${ua}/1.0`))
+  const made = Array.from({ length: 200 }, (_, i) => `agent-${i}`)
+  t.equal(made.filter(read).length, maxCachedComponents, `${maxCachedComponents} of 200 cached`)
+  t.ok(read('agent-0') && read(`agent-${maxCachedComponents - 1}`), 'the first ones still are')
+  t.notOk(read(`agent-${maxCachedComponents}`), 'later ones are relayed, not cached')
+  t.ok(read('kubelet'), 'a component named in --cache-components always is')
 })

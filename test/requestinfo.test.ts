@@ -508,6 +508,15 @@ t.test('componentOf', async t => {
     ['flanneld', 'flanneld'],
     ['', ''],
     [undefined, ''],
+    // client-chosen bytes never reach a directory name or a metric label
+    ['my agent/1.0', 'my-agent'],
+    ['  Spaced  Out  /2', 'spaced-out'],
+    ['../../etc/passwd', ''],
+    ['..', ''],
+    ['über-client/1', 'ber-client'],
+    ['a\u0000b\r\nc/1', 'a-b-c'],
+    ['x'.repeat(500), 'x'.repeat(63)],
+    [`${'y'.repeat(62)}-z`, `${'y'.repeat(62)}`],
   ]
   for (const [ua, want] of cases) t.equal(componentOf(ua), want, JSON.stringify(ua))
 })

@@ -61,10 +61,23 @@ const verbByMethod: Record<string, Verb> = {
   DELETE: 'delete',
 }
 
+/** The longest component name kept: a DNS label's length, plenty for any real client's product token. */
+export const maxComponentLength = 63
+
+/**
+ * The component a request counts as: its User-Agent's product token (up to the first `/`),
+ * lower-cased, in a fixed character set (anything else a `-`) and at most 63 characters. It names
+ * cache directories and metric labels, so a client may not choose bytes for them.
+ */
 export function componentOf(userAgent: string | undefined): string {
   if (!userAgent) return ''
   const slash = userAgent.indexOf('/')
-  return (slash === -1 ? userAgent : userAgent.slice(0, slash)).trim().toLowerCase()
+  const token = (slash === -1 ? userAgent : userAgent.slice(0, slash)).slice(0, 4 * maxComponentLength).toLowerCase()
+  return token
+    .replace(/[^a-z0-9._-]+/g, '-')
+    .replace(/^[-.]+|[-.]+$/g, '')
+    .slice(0, maxComponentLength)
+    .replace(/[-.]+$/, '')
 }
 
 /** RequestInfo's splitPath: the slashes at both ends trimmed, inner empty segments kept. */

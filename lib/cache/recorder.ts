@@ -33,9 +33,18 @@ const uncachedResources = new Set([
 
 const writeVerbs = new Set(['create', 'update', 'patch'])
 
+/**
+ * With --cache-components=*, how many components get a cache of their own: each has a directory
+ * and its own copy of what it reads, so the User-Agents a local client makes up must not multiply
+ * them. The first ones seen keep theirs; later ones are relayed, not cached.
+ */
+export const maxCachedComponents = 32
+
 export class CachePolicy {
   private readonly all: boolean
   private readonly components: Set<string>
+  /** with '*': the components that got a cache so far */
+  private readonly seen = new Set<string>()
 
   constructor(components: string[]) {
     this.all = components.includes('*')
@@ -43,7 +52,12 @@ export class CachePolicy {
   }
 
   cachesComponent(component: string): boolean {
-    return component !== '' && (this.all || this.components.has(component))
+    if (component === '') return false
+    if (this.components.has(component) || !this.all) return this.components.has(component)
+    if (this.seen.has(component)) return true
+    if (this.seen.size >= maxCachedComponents) return false
+    this.seen.add(component)
+    return true
   }
 
   /** A read whose answer the cache records and can give back offline. */
