@@ -257,6 +257,7 @@ async function startWithCache(
         streams,
         observer: metrics,
         watchSilenceMs: config.watchSilenceTimeoutMs,
+        cloud: health,
       }),
       // every refusal while the cloud is away says why; with the cache off, that too
       offline: new OfflineAnswerer({

@@ -349,3 +349,24 @@ t.test('a gzip list is cached decoded and still reaches the client gzip-encoded'
   const offline = await getJson(`${h.url}/api/v1/namespaces/default/configmaps`)
   t.equal(offline.body.items.length, 300, 'the cache holds every item of the gzip list')
 })
+
+t.test('a read waiting on a dead link is answered from the cache as soon as the hub declares the cloud offline', async t => {
+  const h = await startHarness({ config: hangDetection })
+  t.teardown(() => h.close())
+  const path = `${h.url}/api/v1/namespaces/default/configmaps`
+  const first = await request(path, { headers: { 'user-agent': kubeletUA } })
+  t.equal(first.statusCode, 200)
+  await first.body.dump()
+  await h.simulator.setFault('hang') // connections accepted, nothing answered: the request would wait its full timeout
+  const started = Date.now()
+  const waiting = request(path, { headers: { 'user-agent': kubeletUA } })
+  await eventually(() => h.hub.health.state === 'offline', 15_000, 'the hub to declare the hanging cloud offline')
+  const declaredAt = Date.now()
+  const res = await waiting
+  const answeredAt = Date.now()
+  t.equal(res.statusCode, 200, 'answered')
+  t.equal(res.headers['x-outpost-cache'], 'hit', 'from the cache')
+  t.match(await res.body.json(), { kind: 'ConfigMapList' })
+  // not at the request timeout (300 s): when the hub declared the cloud down, give or take a loaded box
+  t.ok(answeredAt - declaredAt < 30_000, `answered ${answeredAt - declaredAt} ms after the cloud was declared offline (${answeredAt - started} ms in all)`)
+})

@@ -31,7 +31,7 @@ import type { Source } from '../observe/metrics.ts'
 import { upstreamRequestHeaders, clientResponseHeaders } from './headers.ts'
 import { responseSink, sendStatus, streamBody } from './respond.ts'
 import { shapeOf } from './plan.ts'
-import { answered, unavailable } from './answerer.ts'
+import { answered, ClientGone, unavailable } from './answerer.ts'
 import type { Answerer, Call, Outcome } from './answerer.ts'
 
 export interface UpstreamAnswererOptions {
@@ -47,7 +47,12 @@ export interface UpstreamAnswererOptions {
   observer?: { watchOpened(info: RequestInfo, source: Source): () => void; refiltered?(count: number): void }
   /** an upstream watch with BOOKMARKs that is silent this long is ended (half-open link); 0: never */
   watchSilenceMs: number
+  /** the hub's view of the cloud: a read still waiting for the apiserver when it goes offline is given up at once */
+  cloud?: { on(event: 'change', listener: (state: string) => void): unknown; off(event: 'change', listener: (state: string) => void): unknown }
 }
+
+/** Reads that wait on the cloud: given up when the hub declares it down, for the cache to answer. Writes never are (they may be applied). */
+const readVerbs = new Set(['get', 'list'])
 
 const gunzipAsync = promisify(gunzip)
 
@@ -60,7 +65,20 @@ export class UpstreamAnswerer implements Answerer {
 
   async answer(call: Call): Promise<Outcome> {
     const { info, req, res, body, plan, filter, clientGone } = call
-    const { log } = this.options
+    const { log, cloud } = this.options
+    // the client going away, or (a read) the cloud declared down before the apiserver answered
+    let cloudWentDown = false
+    const signal = cloud && readVerbs.has(info.verb) ? new ClientGone() : clientGone
+    const onCloud = (state: string) => {
+      if (state !== 'offline') return
+      cloudWentDown = true
+      signal.abort()
+    }
+    if (signal !== clientGone) {
+      if (clientGone.aborted) signal.abort()
+      else clientGone.once('abort', () => signal.abort())
+      cloud!.on('change', onCloud)
+    }
     let upstreamRes: UpstreamResponse
     try {
       upstreamRes = await this.options.upstream.request({
@@ -71,11 +89,12 @@ export class UpstreamAnswerer implements Answerer {
         path: upstreamPath(info, isWatch(info) && !asksForBookmarks(info) ? { allowWatchBookmarks: 'true' } : undefined),
         headers: upstreamRequestHeaders(req.headers),
         body,
-        signal: clientGone,
+        signal,
         longRunning: isWatch(info) || info.verb === 'proxy',
       })
     } catch (error) {
       if (clientGone.aborted) return answered('cloud')
+      if (cloudWentDown) return unavailable('the cloud went offline before the apiserver answered')
       if (error instanceof UpstreamUnavailableError) {
         log.warn({ component: info.component, verb: info.verb, path: info.path, err: error.message }, 'upstream unavailable')
         return unavailable(error.message)
@@ -84,6 +103,9 @@ export class UpstreamAnswerer implements Answerer {
       log.warn({ component: info.component, verb: info.verb, path: info.path, err: message }, 'upstream failed')
       sendStatus(res, serviceUnavailable(message))
       return answered('hub')
+    } finally {
+      // once the apiserver has answered, the answer is relayed whatever the hub thinks of the cloud
+      cloud?.off('change', onCloud)
     }
 
     const contentType = (upstreamRes.headers['content-type'] as string | undefined) ?? ''
