@@ -257,3 +257,16 @@ t.test('against the simulator: refuse → offline, none → online', async t => 
   t.same(changes, ['offline', 'online'])
   h.stop()
 })
+
+t.test('a server that answers again is confirmed within a second, not an interval later', async t => {
+  const fake = fakeProbe('fail')
+  // failures are found by passive reports here; the interval is long, as a node's 5 s
+  const { h } = checker(t, { probe: fake.probe, intervalMs: 60_000, failuresToDown: 1 })
+  await h.start()
+  t.equal(h.state, 'offline')
+  fake.set(a, 'ok')
+  h.reportSuccess(a) // the first success (a probe, or real traffic)
+  const before = fake.calls(a)
+  await eventually(() => h.state === 'online', 'online', 5_000)
+  t.equal(fake.calls(a) - before, 1, 'one confirming probe, a short delay after the first success, brings it back')
+})

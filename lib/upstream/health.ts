@@ -23,6 +23,9 @@ export interface HealthOptions {
   log: Logger
 }
 
+/** between the probes that confirm a server is back */
+const confirmDelayMs = 500
+
 export const healthDefaults: Pick<HealthOptions, 'intervalMs' | 'timeoutMs' | 'failuresToDown' | 'successesToUp'> = {
   intervalMs: 5000,
   timeoutMs: 2000,
@@ -127,7 +130,25 @@ export class HealthChecker extends EventEmitter {
     this.timer = setTimeout(() => {
       this.timer = undefined
       void this.round().then(() => this.schedule())
-    }, this.options.intervalMs)
+    }, this.nextDelay())
+  }
+
+  /** A down server answered (real traffic between rounds): the confirming round comes soon, not at the interval's end. */
+  private hurry(): void {
+    if (!this.running || this.timer === undefined) return // a round is under way: it schedules the next
+    clearTimeout(this.timer)
+    this.timer = undefined
+    this.schedule()
+  }
+
+  /**
+   * A server that is down but answered the last probe is probed again soon, not an interval later:
+   * its successes in a row then take a second or two, so a node is online (and kubelet's node
+   * Ready) within seconds of the apiserver answering, not two full intervals.
+   */
+  private nextDelay(): number {
+    const recovering = this.servers.some(s => s.up === false && s.successes > 0)
+    return recovering ? Math.min(this.options.intervalMs, confirmDelayMs) : this.options.intervalMs
   }
 
   private async round(): Promise<void> {
@@ -179,6 +200,7 @@ export class HealthChecker extends EventEmitter {
       s.failures = 0
       s.successes++
       if (s.up === undefined || (!s.up && s.successes >= successesToUp)) s.up = true
+      else if (s.up === false && s.successes === 1) this.hurry()
     } else {
       s.successes = 0
       s.failures++
