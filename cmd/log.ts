@@ -4,6 +4,7 @@
 import { pino } from 'pino'
 import type { Logger, LoggerOptions } from 'pino'
 import type { LogLevel } from '../lib/config.ts'
+import { repeatLimitHook } from '../lib/log-limit.ts'
 
 export interface LogOptions {
   level: LogLevel
@@ -14,15 +15,18 @@ export interface LogOptions {
 }
 
 export async function createLogger(options: LogOptions): Promise<Logger> {
-  const settings: LoggerOptions = { level: options.level, name: 'outpost' }
+  // repeated warnings and errors are summarized (lib/log-limit.ts)
+  const limited = repeatLimitHook()
   const onLine = options.onLine
-  if (onLine) {
-    settings.hooks = {
-      logMethod(args, method) {
-        onLine()
-        method.apply(this, args)
+  const settings: LoggerOptions = {
+    level: options.level,
+    name: 'outpost',
+    hooks: {
+      logMethod(args, method, level) {
+        onLine?.()
+        limited.call(this, args, method, level)
       },
-    }
+    },
   }
   if (options.pretty) {
     const pretty = await loadPretty()

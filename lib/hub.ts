@@ -2,6 +2,7 @@
 // The one place that wires modules together; each module stays ignorant of the others.
 import { pino } from 'pino'
 import type { Logger } from 'pino'
+import { repeatLimitHook } from './log-limit.ts'
 import type { AddressInfo } from 'node:net'
 import { hubAddressForPods, plainBindProblem, podAddressProblem } from './config.ts'
 import { keepPodAddress } from './net/pod-address.ts'
@@ -113,7 +114,7 @@ async function openDiskCache(cacheDir: string, log: Logger): Promise<{ disk?: Di
 }
 
 export async function startHub(config: HubConfig, options: StartOptions = {}): Promise<Hub> {
-  const log = options.logger ?? pino({ level: config.logLevel, name: 'outpost' })
+  const log = options.logger ?? pino({ level: config.logLevel, name: 'outpost', hooks: { logMethod: repeatLimitHook() } })
   const bindProblem = plainBindProblem(config)
   if (bindProblem) throw new Error(bindProblem)
   const { disk, off: cacheOff } = await openDiskCache(config.cacheDir, log)

@@ -7,6 +7,7 @@ import type { WatchCacheObserver } from '../watch/watch-caches.ts'
 import type { PoolObserver } from '../pool/pool-member.ts'
 import { resourceDirName } from '../cache/types.ts'
 import type { Collection } from '../cache/collection.ts'
+import { loggedLines } from '../log-limit.ts'
 
 /** who answered: an apiserver, the cache, or the hub itself (a refusal, a Lease acknowledged offline, a 413) */
 export type Source = 'cloud' | 'cache' | 'hub'
@@ -150,6 +151,26 @@ export function createMetrics(): Metrics {
     function (this: Gauge) {
       this.set(value(cacheHealth()))
     }
+  new Counter({
+    name: 'outpost_log_lines_total',
+    help: 'Warnings and errors the hub logged, by level, whether written or left out as a repeat (lib/log-limit.ts)',
+    labelNames: ['level'],
+    registers: [registry],
+    collect(this: Counter<'level'>) {
+      this.reset()
+      this.inc({ level: 'warn' }, loggedLines.warn)
+      this.inc({ level: 'error' }, loggedLines.error)
+    },
+  })
+  new Counter({
+    name: 'outpost_log_lines_suppressed_total',
+    help: 'Warnings and errors left out of the log as repeats (a summary line counts them per message)',
+    registers: [registry],
+    collect(this: Counter) {
+      this.reset()
+      this.inc(loggedLines.suppressed)
+    },
+  })
   new Counter({
     name: 'outpost_cache_write_failures_total',
     help: 'Cache writes (and removals) the disk refused; each is kept in memory and retried until it lands',
