@@ -53,6 +53,7 @@ export interface UpstreamAnswererOptions {
 
 /** Reads that wait on the cloud: given up when the hub declares it down, for the cache to answer. Writes never are (they may be applied). */
 const readVerbs = new Set(['get', 'list'])
+const giveUpGraceMs = 1_000
 
 const gunzipAsync = promisify(gunzip)
 
@@ -68,11 +69,15 @@ export class UpstreamAnswerer implements Answerer {
     const { log, cloud } = this.options
     // the client going away, or (a read) the cloud declared down before the apiserver answered
     let cloudWentDown = false
+    let giveUp: NodeJS.Timeout | undefined
     const signal = cloud && readVerbs.has(info.verb) ? new ClientGone() : clientGone
     const onCloud = (state: string) => {
-      if (state !== 'offline') return
-      cloudWentDown = true
-      signal.abort()
+      if (state !== 'offline' || giveUp) return
+      // a request failing on its own (a refused connection) says why better than the verdict: a moment for it first
+      giveUp = setTimeout(() => {
+        cloudWentDown = true
+        signal.abort()
+      }, giveUpGraceMs)
     }
     if (signal !== clientGone) {
       if (clientGone.aborted) signal.abort()
@@ -106,6 +111,7 @@ export class UpstreamAnswerer implements Answerer {
     } finally {
       // once the apiserver has answered, the answer is relayed whatever the hub thinks of the cloud
       cloud?.off('change', onCloud)
+      clearTimeout(giveUp)
     }
 
     const contentType = (upstreamRes.headers['content-type'] as string | undefined) ?? ''
