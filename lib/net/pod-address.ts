@@ -5,17 +5,14 @@
 import { execFile, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import type { ChildProcess } from 'node:child_process'
-import { EventEmitter } from 'node:events'
 import { isIPv6 } from 'node:net'
 import type { Logger } from 'pino'
-
-/** Runs `ip` with these arguments; resolves with its stdout, rejects with what it printed on stderr. */
-export type IpRunner = (args: string[]) => Promise<string>
 
 /** Where iproute2 puts it (the image: /usr/sbin/ip), whatever PATH a static pod's container gets */
 const ipBinary = ['/usr/sbin/ip', '/sbin/ip', '/bin/ip'].find(p => existsSync(p)) ?? 'ip'
 
-export const runIp: IpRunner = args =>
+/** Runs `ip` with these arguments; resolves with its stdout, rejects with what it printed on stderr. */
+const runIp = (args: string[]): Promise<string> =>
   new Promise((resolve, reject) => {
     execFile(ipBinary, args, { timeout: 10_000, maxBuffer: 1 << 20 }, (error, stdout, stderr) => {
       if (!error) return resolve(stdout)
@@ -57,14 +54,11 @@ export interface PodAddressOptions {
   address: string
   interfaceName: string
   log: Logger
-  run?: IpRunner
   /** a check this often besides the ones `ip monitor` prompts (it may not be running) */
   periodMs?: number
 }
 
-/** Emits 'restored' when it put the address back after someone removed or changed it. */
-export class PodAddressKeeper extends EventEmitter {
-  private readonly run: IpRunner
+export class PodAddressKeeper {
   private readonly prefix: string
   private current: PodAddressState
   private timer: NodeJS.Timeout | undefined
@@ -75,8 +69,6 @@ export class PodAddressKeeper extends EventEmitter {
   private kind = 'dummy'
 
   constructor(private readonly options: PodAddressOptions) {
-    super()
-    this.run = options.run ?? runIp
     this.prefix = `${options.address}/${isIPv6(options.address) ? 128 : 32}`
     this.current = { address: options.address, interface: options.interfaceName, held: false, createdByHub: false, restored: 0 }
   }
@@ -119,7 +111,7 @@ export class PodAddressKeeper extends EventEmitter {
     await this.checking?.catch(() => {})
     if (!this.current.createdByHub) return
     try {
-      await this.run(['link', 'del', this.options.interfaceName])
+      await runIp(['link', 'del', this.options.interfaceName])
       this.options.log.info({ interface: this.options.interfaceName }, 'pod address interface removed')
     } catch (error) {
       this.options.log.warn({ interface: this.options.interfaceName, err: (error as Error).message }, 'pod address interface not removed')
@@ -175,12 +167,12 @@ export class PodAddressKeeper extends EventEmitter {
       this.current = { ...this.current, kind }
       if (!link.flags?.includes('UP')) {
         step = `ip link set ${name} up`
-        await this.run(['link', 'set', name, 'up'])
+        await runIp(['link', 'set', name, 'up'])
         repaired ||= was.held
       }
       if (!link.addr_info?.some(a => a.local === this.options.address)) {
         step = `ip addr add ${this.prefix} dev ${name}`
-        await this.run(['addr', 'add', this.prefix, 'dev', name])
+        await runIp(['addr', 'add', this.prefix, 'dev', name])
         repaired ||= was.held
       }
     } catch (error) {
@@ -191,7 +183,6 @@ export class PodAddressKeeper extends EventEmitter {
     if (repaired) {
       this.current = { ...this.current, restored: this.current.restored + 1 }
       this.options.log.warn({ interface: name, address: this.options.address }, 'pod address was removed or changed: put back')
-      this.emit('restored')
     }
     return this.settle({ held: true })
   }
@@ -210,19 +201,19 @@ export class PodAddressKeeper extends EventEmitter {
   /** A dummy interface; a kernel built without the dummy driver gets a bridge with no ports, which holds a local address the same way. */
   private async add(): Promise<void> {
     try {
-      await this.run(['link', 'add', this.options.interfaceName, 'type', this.kind])
+      await runIp(['link', 'add', this.options.interfaceName, 'type', this.kind])
     } catch (error) {
       if (this.kind !== 'dummy' || !/Unknown device type/i.test((error as Error).message)) throw error
       this.kind = 'bridge'
       this.options.log.warn({ interface: this.options.interfaceName }, 'the kernel has no dummy interfaces: a bridge with no ports holds the pod address')
-      await this.run(['link', 'add', this.options.interfaceName, 'type', this.kind])
+      await runIp(['link', 'add', this.options.interfaceName, 'type', this.kind])
     }
   }
 
   private async show(): Promise<LinkInfo | undefined> {
     let out: string
     try {
-      out = await this.run(['-j', '-d', 'addr', 'show', 'dev', this.options.interfaceName])
+      out = await runIp(['-j', '-d', 'addr', 'show', 'dev', this.options.interfaceName])
     } catch (error) {
       if (/does not exist|Cannot find device/i.test((error as Error).message)) return undefined
       throw error
@@ -246,7 +237,7 @@ export interface PodAddress {
 
 /** Starts keeping the pod address, unless `problem` (from the configuration) says it is not to be kept. */
 export async function keepPodAddress(
-  options: { address: string | null; interfaceName: string; log: Logger; run?: IpRunner },
+  options: { address: string | null; interfaceName: string; log: Logger },
   problem: string | undefined,
   tried = false,
 ): Promise<PodAddress> {
@@ -261,7 +252,7 @@ export async function keepPodAddress(
       close: async () => {},
     }
   }
-  const keeper = new PodAddressKeeper({ address: options.address, interfaceName: options.interfaceName, log: options.log, run: options.run })
+  const keeper = new PodAddressKeeper({ address: options.address, interfaceName: options.interfaceName, log: options.log })
   const first = await keeper.ensure()
   // decided once, at start: the filters' rewrites and the HTTPS port's listeners are made from it
   if (!first.held) {
