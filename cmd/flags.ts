@@ -428,8 +428,8 @@ export const flags: readonly FlagSpec[] = [
     parse: values => duration(last(values)),
   }),
   spec({
-    flag: 'max-held-list-bytes',
-    env: 'OUTPOST_MAX_HELD_LIST_BYTES',
+    flag: 'max-list-bytes',
+    env: 'OUTPOST_MAX_LIST_BYTES',
     arg: 'BYTES',
     key: 'maxHeldListBytes',
     default: String(defaults.maxHeldListBytes),

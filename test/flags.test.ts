@@ -141,7 +141,7 @@ const each: [string, string, keyof HubConfig, unknown][] = [
   ['max-long-running', '300', 'maxLongRunningRequests', 300],
   ['max-watch-backlog', '1048576', 'maxWatchBacklogBytes', 1048576],
   ['slow-client-timeout', '15s', 'slowClientTimeoutMs', 15_000],
-  ['max-held-list-bytes', '33554432', 'maxHeldListBytes', 33554432],
+  ['max-list-bytes', '33554432', 'maxHeldListBytes', 33554432],
   ['pod-interface', 'edge-hub0', 'podInterface', 'edge-hub0'],
   ['pool-sharing', 'on', 'poolSharing', true],
   ['pool-sharing', 'off', 'poolSharing', false],
