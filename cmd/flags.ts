@@ -419,8 +419,8 @@ export const flags: readonly FlagSpec[] = [
     parse: values => byteCount(last(values)),
   }),
   spec({
-    flag: 'slow-client-timeout',
-    env: 'OUTPOST_SLOW_CLIENT_TIMEOUT',
+    flag: 'stall-timeout',
+    env: 'OUTPOST_STALL_TIMEOUT',
     arg: 'DURATION',
     key: 'slowClientTimeoutMs',
     default: `${defaults.slowClientTimeoutMs / 1000}s`,
@@ -433,7 +433,7 @@ export const flags: readonly FlagSpec[] = [
     arg: 'BYTES',
     key: 'maxHeldListBytes',
     default: String(defaults.maxHeldListBytes),
-    help: 'a list from the apiserver larger than this is relayed as it comes, not cached or filtered',
+    help: 'a bigger list from the apiserver is relayed as it comes: not cached or filtered',
     parse: values => byteCount(last(values)),
   }),
   spec({

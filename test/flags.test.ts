@@ -140,7 +140,7 @@ const each: [string, string, keyof HubConfig, unknown][] = [
   ['max-requests-inflight', '0', 'maxRequestsInflight', 0],
   ['max-long-running', '300', 'maxLongRunningRequests', 300],
   ['max-watch-backlog', '1048576', 'maxWatchBacklogBytes', 1048576],
-  ['slow-client-timeout', '15s', 'slowClientTimeoutMs', 15_000],
+  ['stall-timeout', '15s', 'slowClientTimeoutMs', 15_000],
   ['max-list-bytes', '33554432', 'maxHeldListBytes', 33554432],
   ['pod-interface', 'edge-hub0', 'podInterface', 'edge-hub0'],
   ['pool-sharing', 'on', 'poolSharing', true],
@@ -453,8 +453,9 @@ t.test('usage text', async t => {
   }
   for (const v of ['10261', '10267', '127.0.0.1', '/var/lib/outpost/cache', 'default: info']) t.match(usage, v)
   t.match(usage, /-h, --help/)
-  t.ok(
-    lines.every(l => l.length <= 120),
+  t.strictSame(
+    lines.filter(l => l.length > 120),
+    [],
     'lines fit a terminal',
   )
 })
