@@ -45,9 +45,9 @@ export interface HubConfig {
   /** bytes a watch's client may leave unread before the hub ends that watch, as the apiserver ends a slow watcher */
   maxWatchBacklogBytes: number
   /** a watch or list response whose client takes nothing for this long is ended */
-  slowClientTimeoutMs: number
+  stallTimeoutMs: number
   /** a list (or get) bigger than this is relayed as it streams: not cached, not filtered */
-  maxHeldListBytes: number
+  maxListBytes: number
   /** request bodies over this are refused with 413, as the apiserver does */
   maxRequestBytes: number
   /** a client must send its request headers within this, and may idle between requests this long */
@@ -118,8 +118,8 @@ export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
   maxRequestsInflight: 200,
   maxLongRunningRequests: 1000,
   maxWatchBacklogBytes: 4 * 1024 * 1024,
-  slowClientTimeoutMs: 60_000,
-  maxHeldListBytes: 128 * 1024 * 1024,
+  stallTimeoutMs: 60_000,
+  maxListBytes: 128 * 1024 * 1024,
   headerTimeoutMs: 10_000,
   idleTimeoutMs: 90_000,
   cacheDir: '/var/lib/outpost/cache',

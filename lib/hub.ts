@@ -229,6 +229,7 @@ async function startWithCache(
     resources: config.sharedResources,
     poolSource,
     poolResources: poolWideResources(config.sharedResources),
+    maxListBytes: config.maxListBytes,
   })
   metrics.observeWatchCaches(() => watchCaches.describe())
   // what a filtered watch was shown is worked out before anything the filters read changes: the
@@ -242,12 +243,20 @@ async function startWithCache(
   // each source of answers built once, with what it uses; the router tries them in the plan's order
   const outage = () => (cacheOff ? `${checker.outage()}; ${cacheOff}` : checker.outage())
   // one count for the plain and the HTTPS port: they serve the same node
+  const clientLimits = { watchBacklogBytes: config.maxWatchBacklogBytes, stallTimeoutMs: config.stallTimeoutMs }
   const limiter = new InflightLimiter({ maxInflight: config.maxRequestsInflight, maxLongRunning: config.maxLongRunningRequests })
   const router = new Router({
     limiter,
     answerers: {
       'watch-cache': config.sharedWatches
-        ? new WatchCacheAnswerer({ caches: watchCaches, filteredWatches, streams, observer: metrics, bookmarkIntervalMs: options.cacheBookmarkIntervalMs })
+        ? new WatchCacheAnswerer({
+            caches: watchCaches,
+            filteredWatches,
+            streams,
+            observer: metrics,
+            bookmarkIntervalMs: options.cacheBookmarkIntervalMs,
+            clientLimits,
+          })
         : undefined,
       upstream: new UpstreamAnswerer({
         upstream,
@@ -259,6 +268,8 @@ async function startWithCache(
         observer: metrics,
         watchSilenceMs: config.watchSilenceTimeoutMs,
         cloud: health,
+        maxListBytes: config.maxListBytes,
+        clientLimits,
       }),
       // every refusal while the cloud is away says why; with the cache off, that too
       offline: new OfflineAnswerer({
@@ -268,6 +279,7 @@ async function startWithCache(
         streams,
         observer: metrics,
         bookmarkIntervalMs: options.offlineBookmarkIntervalMs ?? 10_000,
+        clientLimits,
       }),
     },
     sources: {

@@ -15,6 +15,7 @@ import type { LiveStreams } from '../watch/streams.ts'
 import { runOfflineWatch } from '../watch/offline-watch.ts'
 import type { Source } from '../observe/metrics.ts'
 import { cacheHeaders, responseSink, sendReply, sendStatus, sendWatchHead } from './respond.ts'
+import type { ClientLimits } from './respond.ts'
 import { answered, unavailable } from './answerer.ts'
 import type { Answerer, Call, Outcome } from './answerer.ts'
 
@@ -29,6 +30,7 @@ export interface OfflineAnswererOptions {
   observer?: { watchOpened(info: RequestInfo, source: Source): () => void }
   /** BOOKMARK period of offline watches */
   bookmarkIntervalMs: number
+  clientLimits?: ClientLimits
 }
 
 export class OfflineAnswerer implements Answerer {

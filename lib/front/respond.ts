@@ -8,6 +8,14 @@ import type { WireFormat } from '../api/wire-format.ts'
 import { contentTypeOf } from '../api/negotiate.ts'
 import type { FrameSink } from '../watch/frame-sink.ts'
 
+/** How far behind a client may fall before the hub ends its response (--max-watch-backlog, --stall-timeout). */
+export interface ClientLimits {
+  /** bytes a watch's client may leave unread */
+  watchBacklogBytes: number
+  /** a response whose client takes nothing of what waits for it this long is ended */
+  stallTimeoutMs: number
+}
+
 /** A Status, with the headers the apiserver sends with it (Retry-After for a 429). */
 export function sendStatus(res: ServerResponse, status: Status, extra?: Record<string, string>): void {
   if (res.headersSent) {

@@ -30,6 +30,7 @@ import type { LiveStreams } from '../watch/streams.ts'
 import type { Source } from '../observe/metrics.ts'
 import { upstreamRequestHeaders, clientResponseHeaders } from './headers.ts'
 import { responseSink, sendStatus, streamBody } from './respond.ts'
+import type { ClientLimits } from './respond.ts'
 import { shapeOf } from './plan.ts'
 import { answered, ClientGone, unavailable } from './answerer.ts'
 import type { Answerer, Call, Outcome } from './answerer.ts'
@@ -47,6 +48,9 @@ export interface UpstreamAnswererOptions {
   observer?: { watchOpened(info: RequestInfo, source: Source): () => void; refiltered?(count: number): void }
   /** an upstream watch with BOOKMARKs that is silent this long is ended (half-open link); 0: never */
   watchSilenceMs: number
+  /** a list or get bigger than this is relayed as it streams, neither recorded nor filtered (--max-list-bytes); default no cap */
+  maxListBytes?: number
+  clientLimits?: ClientLimits
   /** the hub's view of the cloud: a read still waiting for the apiserver when it goes offline is given up at once */
   cloud?: { on(event: 'change', listener: (state: string) => void): unknown; off(event: 'change', listener: (state: string) => void): unknown }
 }

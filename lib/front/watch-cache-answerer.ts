@@ -10,6 +10,7 @@ import type { FilteredWatches } from '../watch/filtered-watches.ts'
 import type { LiveStreams } from '../watch/streams.ts'
 import type { Source } from '../observe/metrics.ts'
 import { cacheHeaders, responseSink, sendReply, sendStatus, sendWatchHead } from './respond.ts'
+import type { ClientLimits } from './respond.ts'
 import { answered, declined } from './answerer.ts'
 import type { Answerer, Call, Outcome } from './answerer.ts'
 
@@ -21,6 +22,7 @@ export interface WatchCacheAnswererOptions {
   observer?: { watchOpened(info: RequestInfo, source: Source): () => void; refiltered?(count: number): void }
   /** BOOKMARK period of the watches it serves (default a minute, as the apiserver's) */
   bookmarkIntervalMs?: number
+  clientLimits?: ClientLimits
 }
 
 export class WatchCacheAnswerer implements Answerer {

@@ -40,6 +40,8 @@ export interface WatchCachesOptions {
   poolSource?: SourceSwitch
   /** the resources read through poolSource (`group/version/resource`) */
   poolResources?: readonly string[]
+  /** a list bigger than this is not held: the resource is not shared, its reads are relayed (--max-list-bytes); default no cap */
+  maxListBytes?: number
 }
 
 /** What the metrics want to know. */
