@@ -6,7 +6,7 @@ import { gunzip } from 'node:zlib'
 import { promisify } from 'node:util'
 import type { ServerResponse } from 'node:http'
 import type { Logger } from 'pino'
-import { isWatch, queryFlag } from '../api/requestinfo.ts'
+import { isWatch, qualifiedResource, queryFlag } from '../api/requestinfo.ts'
 import type { RequestInfo } from '../api/requestinfo.ts'
 import { upstreamPath } from '../api/paths.ts'
 import { notFound, serviceUnavailable } from '../api/status.ts'
@@ -15,7 +15,7 @@ import { WatchFrameSplitter, framingOf, isBookmark } from '../api/frames.ts'
 import type { WireFormat } from '../api/wire-format.ts'
 import { UpstreamUnavailableError, describeError } from '../upstream/upstream.ts'
 import type { Upstream, UpstreamResponse } from '../upstream/upstream.ts'
-import { readAll } from '../upstream/read-all.ts'
+import { declaredLength, readAll, readUpTo, relayRest } from '../upstream/read-all.ts'
 import type { Recorder } from '../cache/recorder.ts'
 import { decodeList, formatOf } from '../cache/decode.ts'
 import { scopeOf } from '../cache/scope.ts'
@@ -45,7 +45,12 @@ export interface UpstreamAnswererOptions {
   rememberedLists: RememberedLists
   /** upstream watches, ended when the cloud goes away */
   streams: Pick<LiveStreams, 'addUpstreamWatch' | 'removeUpstreamWatch'>
-  observer?: { watchOpened(info: RequestInfo, source: Source): () => void; refiltered?(count: number): void }
+  observer?: {
+    watchOpened(info: RequestInfo, source: Source): () => void
+    refiltered?(count: number): void
+    /** an answer over maxListBytes, relayed as it streamed */
+    listOverCap?(reader: 'relay' | 'watch-cache'): void
+  }
   /** an upstream watch with BOOKMARKs that is silent this long is ended (half-open link); 0: never */
   watchSilenceMs: number
   /** a list or get bigger than this is relayed as it streams, neither recorded nor filtered (--max-list-bytes); default no cap */
@@ -61,12 +66,35 @@ const giveUpGraceMs = 1_000
 
 const gunzipAsync = promisify(gunzip)
 
+/** A resource whose answers pass the cap is logged once in this long (each one is counted). */
+const overCapLogEveryMs = 10 * 60_000
+/** resources remembered as logged; past it the memory starts again (clients make up resource names) */
+const overCapLogged = 256
+
 function asksForBookmarks(info: RequestInfo): boolean {
   return queryFlag(info, 'allowWatchBookmarks')
 }
 
 export class UpstreamAnswerer implements Answerer {
   constructor(private readonly options: UpstreamAnswererOptions) {}
+
+  /** when each resource's answer over the cap was last logged */
+  private readonly overCapLoggedAt = new Map<string, number>()
+
+  /** One line per resource in overCapLogEveryMs (a kubelet relisting a huge scope must not fill the log), every one counted. */
+  private overCap(info: RequestInfo, bytes: number): void {
+    this.options.observer?.listOverCap?.('relay')
+    const resource = qualifiedResource(info) || info.path.slice(0, 100)
+    const now = Date.now()
+    const last = this.overCapLoggedAt.get(resource)
+    if (last !== undefined && now - last < overCapLogEveryMs) return
+    if (this.overCapLoggedAt.size >= overCapLogged) this.overCapLoggedAt.clear()
+    this.overCapLoggedAt.set(resource, now)
+    this.options.log.warn(
+      { component: info.component, verb: info.verb, resource, bytes, maxListBytes: this.options.maxListBytes },
+      'answer over --max-list-bytes: relayed as it streams, neither cached nor filtered',
+    )
+  }
 
   async answer(call: Call): Promise<Outcome> {
     const { info, req, res, body, plan, filter, clientGone } = call
@@ -155,6 +183,8 @@ export class UpstreamAnswerer implements Answerer {
           return outgoing ? outgoing.body(format!, decoded) : decoded
         },
         () => notFound(info.resource, info.apiGroup, info.name),
+        { cap: this.options.maxListBytes, stallMs: this.options.clientLimits?.stallTimeoutMs },
+        bytes => this.overCap(info, bytes),
       )
     } else {
       res.writeHead(upstreamRes.statusCode, clientResponseHeaders(upstreamRes.headers))
@@ -233,19 +263,35 @@ export class UpstreamAnswerer implements Answerer {
 }
 
 /**
- * A get or list to record or filter: the whole body is read (lists are bounded), recorded durably,
- * and only then sent: an object a client has seen is an object a restarted hub still has. What the
- * apiserver sent goes out byte for byte (gzip included) unless a filter changed it.
+ * A get or list to record or filter: the whole body is read, recorded durably, and only then sent:
+ * an object a client has seen is an object a restarted hub still has. What the apiserver sent goes
+ * out byte for byte (gzip included) unless a filter changed it. A body over `cap` bytes as received
+ * (compressed, when gzipped) is not held: what was read and the rest go out as they come, neither
+ * recorded nor filtered.
  */
 async function bufferThenSend(
   upstreamRes: UpstreamResponse,
   res: ServerResponse,
   process: (decoded: Buffer) => Promise<Buffer | null>,
   gone: () => Status,
+  { cap, stallMs }: { cap: number | undefined; stallMs: number | undefined },
+  overCap: (bytes: number) => void,
 ): Promise<void> {
+  const relay = (head: Buffer[], bytes: number) => {
+    overCap(bytes)
+    res.writeHead(upstreamRes.statusCode, clientResponseHeaders(upstreamRes.headers))
+    return relayRest(head, upstreamRes.body, res, stallMs)
+  }
+  const declared = declaredLength(upstreamRes.headers)
+  if (cap !== undefined && declared !== undefined && declared > cap) return relay([], declared)
   let raw: Buffer
   try {
-    raw = await readAll(upstreamRes.body)
+    if (cap === undefined) raw = await readAll(upstreamRes.body)
+    else {
+      const read = await readUpTo(upstreamRes.body, cap)
+      if (read.over) return relay(read.chunks, read.bytes)
+      raw = Buffer.concat(read.chunks)
+    }
   } catch {
     res.destroy() // the upstream broke mid-body: the client must not take a truncated answer as whole
     return
@@ -254,9 +300,12 @@ async function bufferThenSend(
   let decoded: Buffer | undefined = raw
   if (encoding === 'gzip') {
     try {
-      decoded = await gunzipAsync(raw) // on the thread pool: a big list must not stall every other client
-    } catch {
-      decoded = undefined // not the cache's to fix: the client gets the bytes and its own error
+      // on the thread pool: a big list must not stall every other client; the cap holds for what it inflates to too
+      decoded = await gunzipAsync(raw, cap === undefined ? {} : { maxOutputLength: cap })
+    } catch (error) {
+      // not the cache's to fix: the client gets the bytes (and, if broken, its own error)
+      decoded = undefined
+      if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') overCap(raw.length)
     }
   } else if (encoding) {
     decoded = undefined

@@ -46,6 +46,8 @@ export interface RequestObserver {
   watchOpened(info: RequestInfo, source: Source): () => void
   /** re-filtered events sent into open watches after a topology change */
   refiltered?(count: number): void
+  /** a list over --max-list-bytes: relayed as it streamed, or a shared watch cache given up */
+  listOverCap?(reader: 'relay' | 'watch-cache'): void
 }
 
 /** What the shared watch caches say of themselves (lib/watch/watch-caches.ts describe()). */
@@ -343,6 +345,13 @@ export function createMetrics(): Metrics {
     help: 'Requests the leader hub failed, which went to the cloud instead',
     registers: [registry],
   })
+  const overCap = new Counter({
+    name: 'outpost_lists_over_cap_total',
+    help: 'Answers over --max-list-bytes, by reader: relay (relayed as they streamed, neither cached nor filtered) or watch-cache (a shared watch cache given up: its resource is relayed for a while)',
+    labelNames: ['reader'],
+    registers: [registry],
+  })
+  for (const reader of ['relay', 'watch-cache']) overCap.inc({ reader }, 0) // at 0 from the start: an alert can test it
   const received = new Counter({
     name: 'outpost_upstream_received_bytes_total',
     help: 'Bytes the shared watch caches received from the apiserver (lists and watch events)',
@@ -415,6 +424,9 @@ export function createMetrics(): Metrics {
     },
     refiltered(count) {
       this.refilterEvents.inc(count)
+    },
+    listOverCap(reader) {
+      overCap.inc({ reader })
     },
     watchOpened(info, source) {
       const labels = { component: componentLabel(info), source }
