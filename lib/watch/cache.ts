@@ -195,6 +195,15 @@ export class WatchCache implements ReflectorSink {
     for (const listener of [...this.listeners]) listener.expire(`the apiserver's history went back from ${before} to ${listVersion}`)
   }
 
+  /** why the cache was given up (its scope's list outgrew --max-list-bytes); set, it answers nobody */
+  givenUp: string | undefined
+
+  /** The cache will move no more: its watchers are told 410 Expired and list again, through the next route. */
+  giveUp(why: string): void {
+    this.givenUp = why
+    for (const listener of [...this.listeners]) listener.expire(why)
+  }
+
   /** Resolves once what the cache holds is on disk: nothing is sent to a client before (it must survive a SIGKILL). */
   written(): Promise<void> {
     return this.writing

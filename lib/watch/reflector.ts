@@ -19,7 +19,7 @@ import { Backoff } from '../upstream/backoff.ts'
 import { decodeEvent, decodeList } from '../cache/decode.ts'
 import type { CachedObject } from '../cache/types.ts'
 import type { WireFormat } from '../api/wire-format.ts'
-import { readAll } from '../upstream/read-all.ts'
+import { BodyOverCapError, declaredLength, readAll } from '../upstream/read-all.ts'
 
 export type EventType = 'ADDED' | 'MODIFIED' | 'DELETED'
 
@@ -50,6 +50,12 @@ export interface ReflectorOptions {
   backoff?: Backoff
   /** told of each request and its bytes, with the server that answered (the cloud's, or a pool leader's), for the metrics */
   observe?: { listed?(bytes: number, server: URL): void; watchOpened?(server: URL): () => void; received?(bytes: number, server: URL): void }
+  /**
+   * a list longer than this (bytes as received) is not read on (--max-list-bytes): the reflector stops
+   * for good and says so through overCap, instead of listing again and again what it can never hold
+   */
+  maxListBytes?: number
+  overCap?(bytes: number): void
 }
 
 export const jsonAccept = { list: 'application/json', watch: 'application/json' }
@@ -103,6 +109,11 @@ export class Reflector {
         await this.watch()
         failedWatches = 0
       } catch (error) {
+        if (error instanceof BodyOverCapError) {
+          this.stopped = true
+          this.options.overCap?.(error.bytes)
+          break
+        }
         if (this.interrupted && !(error instanceof Relist)) {
           this.interrupted = false
           continue
@@ -168,7 +179,14 @@ export class Reflector {
   private async list(from: string): Promise<string> {
     const query = from === '' ? '' : from === '0' ? 'resourceVersion=0' : `resourceVersion=${from}&resourceVersionMatch=NotOlderThan`
     const res = await this.request(query ? this.withQuery(query) : this.path, this.options.accept.list, false)
-    const body = await readAll(res.body)
+    const cap = this.options.maxListBytes
+    const declared = declaredLength(res.headers)
+    if (cap !== undefined && declared !== undefined && declared > cap) {
+      res.body.on('error', () => {})
+      res.body.destroy()
+      throw new BodyOverCapError(declared, cap)
+    }
+    const body = await readAll(res.body, cap)
     this.options.observe?.listed?.(body.length, res.server)
     if (res.statusCode === 504 || res.statusCode === 410)
       throw new VersionUnavailable(`list ${this.path} at ${from}: ${res.statusCode} ${body.toString().slice(0, 200)}`)

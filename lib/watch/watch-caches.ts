@@ -4,7 +4,9 @@
 // list+watch, serving every local client online and offline. Every narrower request (a namespace,
 // label and field selectors) is answered from it (selection.ts), as kube-apiserver's cacher answers
 // from its one cache per resource: what clients send never adds an upstream watch, a cache or a
-// metric series. A cache nobody has used for a grace period is dropped. Disk: each cache writes to one
+// metric series. A cache nobody has used for a grace period is dropped. A scope whose list is over
+// --max-list-bytes is not shared: its cache is given up at the first such list (logged, counted) and
+// the resource's reads are relayed (capped there too) for 10 minutes, then a cache is tried again. Disk: each cache writes to one
 // collection per format shared by every component (`shared-json`, `shared-protobuf`).
 import type { Logger } from 'pino'
 import type { RequestInfo } from '../api/requestinfo.ts'
@@ -50,6 +52,8 @@ export interface WatchCacheObserver {
   relisted(resource: string, format: WireFormat): void
   /** bytes a cache read; for a pool-wide resource, from whom: the cloud, or the pool's leader */
   received(resource: string, format: WireFormat, bytes: number, from?: ReadFrom): void
+  /** a list over --max-list-bytes: the cache was given up */
+  listOverCap?(reader: 'relay' | 'watch-cache'): void
 }
 
 export type ReadFrom = 'cloud' | 'leader'
@@ -63,6 +67,12 @@ export function resourceId(group: string, version: string, resource: string): st
 const describedSelections = 16
 /** Components a cache names as its users; past this, only counted. */
 const namedComponents = 32
+/**
+ * How long a resource whose list was over the cap is not shared: long enough that a huge scope
+ * costs the apiserver one list per this period (the cap's worth of bytes each), short enough that
+ * a scope that shrank is shared again without a restart.
+ */
+export const overCapRetryMs = 10 * 60_000
 
 export function sharedComponent(format: WireFormat): string {
   return `shared-${format}`
@@ -115,7 +125,8 @@ export class WatchCaches {
    * its 400.
    */
   serves(info: RequestInfo): boolean {
-    if (info.subresource !== '' || !this.shared.has(resourceId(info.apiGroup, info.apiVersion, info.resource))) return false
+    const id = resourceId(info.apiGroup, info.apiVersion, info.resource)
+    if (info.subresource !== '' || !this.shared.has(id) || this.overCap(id)) return false
     if (info.verb === 'get') return info.resourceVersion === '0'
     if (info.verb !== 'list' && info.verb !== 'watch') return false
     if (info.resource !== 'pods') return true
@@ -130,6 +141,36 @@ export class WatchCaches {
 
   private readonly shared: Set<string>
 
+  /** resources (`group/version/resource`) given up because a list was over the cap, until when */
+  private readonly givenUp = new Map<string, number>()
+
+  private overCap(id: string): boolean {
+    const until = this.givenUp.get(id)
+    if (until === undefined) return false
+    if (Date.now() < until) return true
+    this.givenUp.delete(id)
+    return false
+  }
+
+  /**
+   * A list of the cache's scope was over the cap: the cache is dropped (its watchers, if any, told
+   * 410 and list again) and its resource is relayed for overCapRetryMs, in every format (a scope
+   * too big in one is, give or take, too big in the other).
+   */
+  private giveUp(id: string, entry: Entry, bytes: number): void {
+    const { options } = this
+    const cache = entry.cache
+    const key = cache.options.storeKey
+    this.givenUp.set(resourceId(key.group, key.version, key.resource), Date.now() + overCapRetryMs)
+    if (this.caches.get(id) === entry) this.caches.delete(id)
+    options.observer?.listOverCap?.('watch-cache')
+    options.log.warn(
+      { resource: entry.resource, format: cache.options.format, bytes, maxListBytes: options.maxListBytes, retryInMs: overCapRetryMs },
+      'watch cache given up: its list is over --max-list-bytes; the resource is relayed, not shared',
+    )
+    cache.giveUp(`the list of ${entry.resource} is over --max-list-bytes (${options.maxListBytes} bytes): it is not shared for now`)
+  }
+
   private static id(info: RequestInfo, format: WireFormat): string {
     return `${resourceId(info.apiGroup, info.apiVersion, info.resource)}\0${format}`
   }
@@ -138,8 +179,14 @@ export class WatchCaches {
   cacheFor(info: RequestInfo, format: WireFormat): WatchCache {
     const id = WatchCaches.id(info, format)
     let entry = this.caches.get(id)
+    // planned while the resource was still shared: a cache that never syncs, given up (no new list)
+    if (!entry && this.overCap(resourceId(info.apiGroup, info.apiVersion, info.resource))) {
+      const cache = new WatchCache({ storeKey: this.storeKey(info, format), scope: this.widest(info.resource), format, log: this.options.log })
+      cache.giveUp('its list is over --max-list-bytes')
+      return cache
+    }
     if (!entry) {
-      entry = this.create(info, this.widest(info.resource), format)
+      entry = this.create(id, info, this.widest(info.resource), format)
       this.caches.set(id, entry)
     }
     if (entry.components.size < namedComponents) entry.components.add(info.component)
@@ -147,9 +194,13 @@ export class WatchCaches {
     return entry.cache
   }
 
-  private create(info: RequestInfo, scope: ParsedScope, format: WireFormat): Entry {
+  private storeKey(info: RequestInfo, format: WireFormat): ResourceKey {
+    return { component: sharedComponent(format), group: info.apiGroup, version: info.apiVersion, resource: info.resource }
+  }
+
+  private create(id: string, info: RequestInfo, scope: ParsedScope, format: WireFormat): Entry {
     const { options } = this
-    const storeKey: ResourceKey = { component: sharedComponent(format), group: info.apiGroup, version: info.apiVersion, resource: info.resource }
+    const storeKey = this.storeKey(info, format)
     const cache = new WatchCache({
       store: options.store,
       storeKey,
@@ -193,6 +244,8 @@ export class WatchCaches {
         log: options.log,
         silenceMs: options.silenceMs,
         accept: format === 'protobuf' ? protobufAccept : jsonAccept,
+        maxListBytes: options.maxListBytes,
+        overCap: bytes => this.giveUp(id, entry, bytes),
         observe: {
           listed: (bytes, server) => this.read(resource, format, bytes, from(server)),
           // a watch's frames come from the server that opened it (watchOpened said which): no lookup per frame
