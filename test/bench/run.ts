@@ -11,7 +11,7 @@
 //   BENCH_HUB_ARGS      extra flags for every hub started (e.g. "--shared-watches=false")
 //   BENCH_HUB_NODE_ARGS node options for the hub's processes (e.g. "--cpu-prof --cpu-prof-dir=/tmp/p")
 //   BENCH_ONLY=a,b      only these groups (their ids: get list watch watchers memory bundle kill disk
-//                       multiplexer fleet pool in-process); the smoke then checks only the rows of those groups
+//                       multiplexer attack fleet pool in-process); the smoke then checks only the rows of those groups
 import { spawnSync } from 'node:child_process'
 import path from 'node:path'
 import { request } from 'undici'
@@ -27,6 +27,7 @@ import { compactionKillRows, damagedColdStartRows } from './rows-disk.ts'
 import { inProcessRows } from './topology.ts'
 import { fleetRows } from './fleet.ts'
 import { multiplexerRows } from './rows-multiplexer.ts'
+import { attackRows } from './rows-attack.ts'
 import { poolRows } from './rows-pool.ts'
 import { smokeProblems } from './smoke.ts'
 
@@ -72,11 +73,11 @@ async function group(rows: Row[], id: string, what: string, measure: () => Promi
 }
 
 /** The groups that use the simulator process (seeded with the bench's cluster), and those of them that share one hub. */
-const simGroups = ['get', 'list', 'watch', 'watchers', 'memory', 'bundle', 'kill', 'disk', 'multiplexer']
+const simGroups = ['get', 'list', 'watch', 'watchers', 'memory', 'bundle', 'kill', 'disk', 'multiplexer', 'attack']
 const simHubGroups = ['get', 'list', 'watch', 'watchers']
 const wantedAny = (ids: string[]): boolean => ids.some(wanted)
 
-/** Rows 1-7, 9 and 10, against the simulator process; says why the protobuf rows have no figure, if so. */
+/** Rows 1-7, 9, 10 and 12, against the simulator process; says why the protobuf rows have no figure, if so. */
 async function simulatorRows(sim: SimProcess, hubEntry: string, bundleEntry: string | undefined, rows: Row[]): Promise<string | undefined> {
   progress(`simulator: ${counts.slices} slices, ${counts.pods} pods, ${counts.configMaps} ConfigMaps`)
   await sim.call('seed', { slices: counts.slices, pods: counts.pods, configMaps: counts.configMaps })
@@ -106,6 +107,23 @@ async function simulatorRows(sim: SimProcess, hubEntry: string, bundleEntry: str
   ])
   await group(rows, 'multiplexer', '10. the multiplexer: selectors on one upstream watch; GET and LIST at resourceVersion=0 from memory', () =>
     multiplexerRows(ctx, { selectors: quick ? 20 : 300 }),
+  )
+  await group(
+    rows,
+    'attack',
+    '12. local clients that misbehave: watches and lists never read, reading watches, paged lists never continued, 1,000 connections',
+    () =>
+      attackRows(ctx, {
+        unread: 50,
+        holdMs: quick ? 3_000 : 20_000,
+        // quick: a short --stall-timeout, so that its row has its figure within the smoke's minute
+        afterStallMs: quick ? 8_000 : 70_000,
+        unreadHubArgs: quick ? ['--stall-timeout', '5s'] : [],
+        readingWatches: 20,
+        pagedLists: 30,
+        connections: 1_000,
+        eventProbes: quick ? 3 : 5,
+      }),
   )
   return noProtobuf
 }
