@@ -5,6 +5,7 @@ import {
   type ListParts,
   ProtobufError,
   assembleList,
+  listWireParts,
   decodeUnknown,
   decodeWatchEvent,
   encodeUnknown,
@@ -70,6 +71,12 @@ for (const name of lists) {
     })
     t.ok(assembleList(parts).equals(u.raw), 'assembleList(splitList(raw)) is byte-identical')
     t.ok(encodeUnknown(u).equals(body), 'encodeUnknown(decodeUnknown(body)) is byte-identical')
+    const wire = listWireParts(u.apiVersion, u.kind, parts)
+    t.ok(Buffer.concat(wire).equals(body), 'listWireParts joined is the apiserver’s list, byte for byte')
+    t.ok(
+      parts.items.every(item => wire.includes(item)),
+      'its parts are the items themselves, not copies',
+    )
   })
 }
 

@@ -4,7 +4,8 @@ import type { Status } from './status.ts'
 
 export interface Reply {
   contentType: string
-  body: Buffer
+  /** a list's body comes in parts that share the cache's bytes, written in order and never joined */
+  body: Buffer | Buffer[]
   /**
    * answered from the hub's disk cache while the cloud is away: curl -i shows `x-outpost-cache: hit`,
    * and whose copy answered (`x-outpost-cache-source`: a component, when one is named)

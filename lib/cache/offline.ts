@@ -32,7 +32,7 @@ import type { Answer, Reply } from '../api/reply.ts'
 import { listBody, paginate } from './list-body.ts'
 
 /** A body from the cache, marked as such (curl -i shows it, and whose copy answered). */
-function cachedReply(contentType: string, body: Buffer | string, component: string): Reply {
+function cachedReply(contentType: string, body: Buffer | Buffer[] | string, component: string): Reply {
   return { contentType, body: typeof body === 'string' ? Buffer.from(body) : body, cached: { component } }
 }
 

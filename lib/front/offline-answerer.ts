@@ -36,6 +36,10 @@ export interface OfflineAnswererOptions {
 export class OfflineAnswerer implements Answerer {
   constructor(private readonly options: OfflineAnswererOptions) {}
 
+  private get stallMs(): number | undefined {
+    return this.options.clientLimits?.stallTimeoutMs
+  }
+
   async answer(call: Call, reason: string | undefined): Promise<Outcome> {
     const { info, req, res, body, plan } = call
     const { store } = this.options
@@ -48,14 +52,14 @@ export class OfflineAnswerer implements Answerer {
     if (store && isDiscoveryDocument(info)) {
       const document = await documentFromCache(store, info, req.headers.accept)
       if (document) {
-        sendReply(res, document)
+        await sendReply(res, document, this.stallMs)
         return answered('cache')
       }
     }
     if (store && isCachedKind(info)) {
       const read: OfflineRead = { store, info, accept: req.headers.accept, filter: call.filter, reason: why }
-      if (info.verb === 'get') writeAnswer(call, await getFromCache(read))
-      else if (info.verb === 'list') writeAnswer(call, await listFromCache(read))
+      if (info.verb === 'get') await writeAnswer(call, await getFromCache(read), this.stallMs)
+      else if (info.verb === 'list') await writeAnswer(call, await listFromCache(read), this.stallMs)
       else await this.watch(call, read)
       return answered('cache')
     }
@@ -79,9 +83,9 @@ export class OfflineAnswerer implements Answerer {
   private async watch(call: Call, read: OfflineRead): Promise<void> {
     const { res, info, plan } = call
     const start = await watchFromCache(read)
-    if (isStatus(start)) return writeAnswer(call, start)
+    if (isStatus(start)) return writeAnswer(call, start, this.stallMs)
     sendWatchHead(res, start.format, cacheHeaders({ component: start.component }))
-    const watch = runOfflineWatch(start, responseSink(res), this.options.bookmarkIntervalMs)
+    const watch = runOfflineWatch(start, responseSink(res), this.options.bookmarkIntervalMs, this.stallMs)
     const closed = this.options.observer?.watchOpened(info, 'cache')
     // the plan was made with the cloud counted as up: every apiserver failed this once (a blip)
     if (plan.online) this.options.streams.addFallbackWatch(watch.end)
@@ -93,7 +97,7 @@ export class OfflineAnswerer implements Answerer {
 }
 
 /** The cache's answer; its errors too say they came from the cache. */
-function writeAnswer({ res }: Call, answer: Answer): void {
+async function writeAnswer({ res }: Call, answer: Answer, stallMs: number | undefined): Promise<void> {
   if (isStatus(answer)) sendStatus(res, answer, cacheHeaders({}))
-  else sendReply(res, answer)
+  else await sendReply(res, answer, stallMs)
 }

@@ -40,15 +40,57 @@ export function cacheHeaders(cached: { component?: string } | undefined): Record
   return cached.component ? { 'x-outpost-cache': 'hit', 'x-outpost-cache-source': cached.component } : { 'x-outpost-cache': 'hit' }
 }
 
-/** A 200 the hub answers itself. */
-export function sendReply(res: ServerResponse, reply: Reply): void {
+/** Parts joined into one write at most: one write per list item would cost a syscall apiece. */
+const writeBatchBytes = 64 * 1024
+const defaultStallMs = 60_000
+
+/**
+ * A 200 the hub answers itself. A body in parts (a list) is written as the client takes it, a
+ * batch at a time: an unread list holds a batch, not a copy of the list. A client that takes
+ * nothing for `stallTimeoutMs` is cut off, as one that stopped reading.
+ */
+export async function sendReply(res: ServerResponse, reply: Reply, stallTimeoutMs = defaultStallMs): Promise<void> {
+  const parts = Array.isArray(reply.body) ? reply.body : [reply.body]
+  let length = 0
+  for (const part of parts) length += part.length
   res.writeHead(200, {
     'content-type': reply.contentType,
     'cache-control': 'no-cache, private',
-    'content-length': reply.body.length,
+    'content-length': length,
     ...cacheHeaders(reply.cached),
   })
-  res.end(reply.body)
+  let batch: Buffer[] = []
+  let batchBytes = 0
+  for (const part of parts) {
+    batch.push(part)
+    batchBytes += part.length
+    if (batchBytes < writeBatchBytes) continue
+    const taken = res.write(batch.length === 1 ? batch[0] : Buffer.concat(batch, batchBytes))
+    batch = []
+    batchBytes = 0
+    if (!taken && !(await drained(res, stallTimeoutMs))) {
+      res.destroy()
+      return
+    }
+    if (res.destroyed) return
+  }
+  res.end(batch.length === 1 ? batch[0] : Buffer.concat(batch, batchBytes))
+}
+
+/** Resolves true when the client has taken what was written (or the response closed), false after `timeoutMs` without. */
+function drained(res: ServerResponse, timeoutMs: number): Promise<boolean> {
+  return new Promise(resolve => {
+    const done = (taken: boolean) => {
+      clearTimeout(timer)
+      res.off('drain', onDrain)
+      res.off('close', onDrain)
+      resolve(taken)
+    }
+    const onDrain = () => done(true)
+    const timer = setTimeout(() => done(false), timeoutMs)
+    res.on('drain', onDrain)
+    res.on('close', onDrain)
+  })
 }
 
 /** The head of a watch the hub serves itself, sent at once: clients block until they see it. */
@@ -105,16 +147,8 @@ export function responseSink(res: ServerResponse): FrameSink {
     get closed() {
       return res.destroyed || res.closed || res.writableEnded
     },
-    drained() {
-      return new Promise(resolve => {
-        const done = () => {
-          res.off('drain', done)
-          res.off('close', done)
-          resolve()
-        }
-        res.on('drain', done)
-        res.on('close', done)
-      })
+    drained(timeoutMs) {
+      return drained(res, timeoutMs ?? 2 ** 31 - 1)
     },
     onClose(listener) {
       if (res.closed) listener()

@@ -35,7 +35,7 @@ export class WatchCacheAnswerer implements Answerer {
     if (read.kind === 'declined') return declined(read.why)
     if (read.kind === 'answer') {
       if (isStatus(read.answer)) sendStatus(res, read.answer)
-      else sendReply(res, read.answer)
+      else await sendReply(res, read.answer, this.options.clientLimits?.stallTimeoutMs)
       return answered('cache')
     }
     if (res.destroyed) return answered('cache') // the client went away meanwhile
@@ -44,6 +44,8 @@ export class WatchCacheAnswerer implements Answerer {
       ...read.watcher,
       filter,
       bookmarkIntervalMs: this.options.bookmarkIntervalMs,
+      budgetBytes: this.options.clientLimits?.watchBacklogBytes,
+      stallTimeoutMs: this.options.clientLimits?.stallTimeoutMs,
       onRefilterSent: count => observer?.refiltered?.(count),
     })
     const unregister = filter ? this.options.filteredWatches.add(watcher) : () => {}

@@ -8,12 +8,29 @@ export interface FrameSink {
   readonly backlog: number
   /** nothing more may be written: the stream was ended, or the client is gone */
   readonly closed: boolean
-  /** resolves when the client takes what was written, or when the stream closes */
-  drained(): Promise<void>
+  /** resolves true when the client takes what was written, or when the stream closes; false after `timeoutMs` without */
+  drained(timeoutMs?: number): Promise<boolean>
   /** called once the client's stream has closed (the client left, or after end() or abort()); at once if it has */
   onClose(listener: () => void): void
   /** ends the stream cleanly after what was written: the client watches again */
   end(): void
   /** cuts the stream: the client must not take what it got as whole */
   abort(): void
+}
+
+/** Bytes a watch's initial state runs ahead of its client: the rest is made as the client takes it. */
+const initialAheadBytes = 256 * 1024
+
+/**
+ * Frames written as the client takes them, never much more than `aheadBytes` ahead, so a client
+ * that does not read holds that much and not its whole initial state. Resolves false when the
+ * stream closed, or the client took nothing for `stallMs` (the caller ends the stream).
+ */
+export async function writeAsTaken(sink: FrameSink, frames: Iterable<Buffer>, stallMs: number, aheadBytes = initialAheadBytes): Promise<boolean> {
+  for (const frame of frames) {
+    if (sink.closed) return false
+    sink.write(frame)
+    if (sink.backlog >= aheadBytes && !(await sink.drained(stallMs))) return false
+  }
+  return !sink.closed
 }

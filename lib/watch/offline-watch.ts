@@ -5,6 +5,7 @@
 import { bookmarkFrame, eventFrame } from '../api/watch-event-frames.ts'
 import type { OfflineWatchStart } from '../cache/offline.ts'
 import { bodyIn } from '../cache/translate.ts'
+import { writeAsTaken } from './frame-sink.ts'
 import type { FrameSink } from './frame-sink.ts'
 
 export interface OfflineWatch {
@@ -12,21 +13,30 @@ export interface OfflineWatch {
   end(): void
 }
 
-export function runOfflineWatch(start: OfflineWatchStart, sink: FrameSink, bookmarkIntervalMs: number): OfflineWatch {
+export function runOfflineWatch(start: OfflineWatchStart, sink: FrameSink, bookmarkIntervalMs: number, stallMs = 60_000): OfflineWatch {
   const { format, filter, kind, apiVersion, resourceVersion } = start
-  const send = (frame: Buffer) => {
-    const out = filter ? filter.frame(format, frame) : frame
-    if (out) sink.write(out)
-  }
   // "state, then changes": the cached state as ADDED events, like the apiserver's initial events
-  for (const o of start.initial) send(eventFrame(format, 'ADDED', o.apiVersion, o.kind, bodyIn(o, format)))
-  if (start.initialEventsEnd) sink.write(bookmarkFrame(format, kind, apiVersion, resourceVersion, true))
+  function* initial(): Generator<Buffer> {
+    for (const o of start.initial) {
+      const frame = eventFrame(format, 'ADDED', o.apiVersion, o.kind, bodyIn(o, format))
+      const out = filter ? filter.frame(format, frame) : frame
+      if (out) yield out
+    }
+  }
   const timers: NodeJS.Timeout[] = []
+  let ended = false
   const end = () => {
+    ended = true
     for (const timer of timers) clearTimeout(timer)
     sink.end()
   }
-  if (start.allowBookmarks) timers.push(setInterval(() => sink.write(bookmarkFrame(format, kind, apiVersion, resourceVersion, false)), bookmarkIntervalMs))
+  void writeAsTaken(sink, initial(), stallMs).then(whole => {
+    if (ended) return
+    // a client that stopped reading its initial state is cut off: it must not take it as whole
+    if (!whole) return sink.abort()
+    if (start.initialEventsEnd) sink.write(bookmarkFrame(format, kind, apiVersion, resourceVersion, true))
+    if (start.allowBookmarks) timers.push(setInterval(() => sink.write(bookmarkFrame(format, kind, apiVersion, resourceVersion, false)), bookmarkIntervalMs))
+  })
   if (start.timeoutSeconds > 0) timers.push(setTimeout(end, start.timeoutSeconds * 1000))
   sink.onClose(end)
   return { end }

@@ -3,12 +3,15 @@
 // events after N (410 Expired in the stream when N is older than the window); WatchList's initial
 // events end with the annotated BOOKMARK; BOOKMARKs about every minute and just before
 // timeoutSeconds when asked for. The client's filter (service topology) is applied to what it is
-// sent, and a topology change re-filters it live. A client that does not keep up is closed once
-// its backlog passes a budget, so it never holds the others back; it re-watches from its version.
+// sent, and a topology change re-filters it live. The initial state is written as the client takes
+// it (what waits meanwhile is the cache's own objects, not frames). A client that does not keep up
+// is closed once its backlog passes a budget (--max-watch-backlog) or it takes nothing for a while
+// (--stall-timeout), so it never holds the others back or the hub's memory; it re-watches.
 import type { CachedObject } from '../cache/types.ts'
 import type { ResponseFilter } from '../../filters/registry.ts'
 import { failure } from '../api/status.ts'
 import { FilteredWatch } from './refilter.ts'
+import { writeAsTaken } from './frame-sink.ts'
 import type { FrameSink } from './frame-sink.ts'
 import type { CacheEvent, CacheListener, WatchCache } from './cache.ts'
 import type { RefilterableWatch } from './filtered-watches.ts'
@@ -27,11 +30,18 @@ export interface WatcherOptions {
   sendInitialEvents: boolean
   timeoutSeconds?: number
   bookmarkIntervalMs?: number
-  /** bytes a client may fall behind before it is closed */
+  /** bytes a client may fall behind before it is closed (default 4 MiB) */
   budgetBytes?: number
+  /** a client that takes nothing of what waits for it this long is closed (default a minute) */
+  stallTimeoutMs?: number
   onRefilterSent?(count: number): void
   onClosed?(why: 'client' | 'timeout' | 'slow' | 'expired' | 'ended'): void
 }
+
+const defaultBudgetBytes = 4 * 1024 * 1024
+const defaultStallMs = 60_000
+/** events held for a client whose initial state is still going out, past which it is closed */
+const maxWaiting = 10_000
 
 /** The frame for an event of a watch cache, made once per event and format and shared by every unfiltered watcher. */
 const frames = new WeakMap<CacheEvent, Buffer>()
@@ -52,6 +62,9 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
   private closed = false
   /** the newest version this client has been told of */
   private delivered = 0n
+  /** while the initial state goes out: what happens meanwhile, in order, for after it */
+  private waiting: (() => void)[] | undefined
+  private stallTimer: NodeJS.Timeout | undefined
 
   constructor(
     private readonly cache: WatchCache,
@@ -72,7 +85,7 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
     const { sink, options, cache } = this
     sink.onClose(() => this.close('client'))
     if (options.filter) {
-      this.tracker = new FilteredWatch(this.format, options.filter, produce => this.write(produce()), { onSent: options.onRefilterSent })
+      this.tracker = new FilteredWatch(this.format, options.filter, produce => this.later(() => this.write(produce())), { onSent: options.onRefilterSent })
     }
     this.unsubscribe = cache.subscribe(this, () => {
       const snapshot = cache.snapshot()
@@ -81,22 +94,22 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
       const items = selection ? snapshot.items.filter(object => selects(selection, object)) : snapshot.items
       this.delivered = resourceVersion
       if (options.from === 'state' || options.sendInitialEvents) {
-        for (const object of items) this.send('ADDED', object, resourceVersion)
-      } else {
-        this.tracker?.seed(items)
-        if (typeof options.from === 'bigint') {
-          const replay = cache.eventsAfter(options.from)
-          if (replay === 'expired') {
-            this.expire(`too old resource version: ${options.from} (${resourceVersion})`)
-            return
-          }
-          cache.stats.replayed += replay.length
-          this.delivered = options.from
-          for (const event of replay) this.onEvent(event)
-          this.delivered = resourceVersion
-        }
+        this.waiting = []
+        void this.sendState(items, resourceVersion)
+        return
       }
-      if (options.sendInitialEvents) this.write([bookmarkFrame(this.format, cache.kind, cache.apiVersion, resourceVersion.toString(), true)])
+      this.tracker?.seed(items)
+      if (typeof options.from === 'bigint') {
+        const replay = cache.eventsAfter(options.from)
+        if (replay === 'expired') {
+          this.expire(`too old resource version: ${options.from} (${resourceVersion})`)
+          return
+        }
+        cache.stats.replayed += replay.length
+        this.delivered = options.from
+        for (const event of replay) this.onEvent(event)
+        this.delivered = resourceVersion
+      }
       // the client is at the cache's version now: a re-filter may stamp objects with it
       this.write(this.tracker?.advance(resourceVersion) ?? [])
     })
@@ -110,8 +123,41 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
     for (const timer of this.timers) timer.unref()
   }
 
+  /**
+   * The current state as ADDED events, made and written as the client takes them; then WatchList's
+   * BOOKMARK, then what happened meanwhile. A client that stops taking them is cut off.
+   */
+  private async sendState(items: CachedObject[], resourceVersion: bigint): Promise<void> {
+    const { cache, options } = this
+    const tracker = this.tracker
+    const format = this.format
+    function* frames(): Generator<Buffer> {
+      for (const object of items) {
+        if (tracker) yield* tracker.takeObject('ADDED', object, resourceVersion)
+        else yield eventFrame(format, 'ADDED', object.apiVersion, object.kind, object.body)
+      }
+    }
+    const whole = await writeAsTaken(this.sink, frames(), options.stallTimeoutMs ?? defaultStallMs)
+    if (this.closed) return
+    if (!whole) return this.close('slow')
+    if (options.sendInitialEvents) this.write([bookmarkFrame(format, cache.kind, cache.apiVersion, resourceVersion.toString(), true)])
+    this.write(tracker?.advance(resourceVersion) ?? [])
+    const waiting = this.waiting ?? []
+    this.waiting = undefined
+    for (const next of waiting) next()
+  }
+
+  /** Runs now, or after the initial state when it is still going out. */
+  private later(next: () => void): void {
+    if (!this.waiting) return next()
+    this.waiting.push(next)
+    // the cache's events are shared: this holds references, but not for ever
+    if (this.waiting.length > maxWaiting) this.close('slow')
+  }
+
   onEvent(event: CacheEvent): void {
     if (this.closed) return
+    if (this.waiting) return this.later(() => this.onEvent(event))
     const selection = this.options.selection
     if (!selection) return this.send(event.type, event.object, event.resourceVersion, event)
     const selected = eventInSelection(selection, event)
@@ -120,6 +166,7 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
 
   onProgress(resourceVersion: bigint): void {
     if (this.closed || !this.tracker) return
+    if (this.waiting) return this.later(() => this.onProgress(resourceVersion))
     // a filtered object waiting for the stream to pass its version may go now
     this.write(this.tracker.advance(resourceVersion))
   }
@@ -149,7 +196,7 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
   }
 
   private bookmark(): void {
-    if (this.closed) return
+    if (this.closed || this.waiting) return
     const version = this.cache.resourceVersion > this.delivered ? this.cache.resourceVersion : this.delivered
     this.delivered = version
     this.write([bookmarkFrame(this.format, this.cache.kind, this.cache.apiVersion, version.toString(), false), ...(this.tracker?.advance(version) ?? [])])
@@ -157,13 +204,28 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
 
   private write(out: Buffer[]): void {
     if (this.closed || out.length === 0) return
-    for (const frame of out) this.sink.write(frame)
-    if (this.sink.backlog > (this.options.budgetBytes ?? 16 * 1024 * 1024)) this.close('slow')
+    let behind = false
+    for (const frame of out) if (!this.sink.write(frame)) behind = true
+    if (this.sink.backlog > (this.options.budgetBytes ?? defaultBudgetBytes)) return this.close('slow')
+    if (behind) this.watchStall()
+  }
+
+  /** The client is behind: it is closed unless it takes what waits for it within the stall timeout. */
+  private watchStall(): void {
+    if (this.stallTimer) return
+    this.stallTimer = setTimeout(() => this.close('slow'), this.options.stallTimeoutMs ?? defaultStallMs)
+    this.stallTimer.unref()
+    void this.sink.drained().then(() => {
+      clearTimeout(this.stallTimer)
+      this.stallTimer = undefined
+    })
   }
 
   close(why: 'client' | 'timeout' | 'slow' | 'expired' | 'ended'): void {
     if (this.closed) return
     this.closed = true
+    this.waiting = undefined
+    clearTimeout(this.stallTimer)
     this.unsubscribe()
     this.tracker?.close()
     for (const timer of this.timers) clearTimeout(timer)

@@ -1,0 +1,103 @@
+// Clients that do not read (issue 31): a list or watch the client takes nothing of is ended after
+// --stall-timeout, as the apiserver ends a slow watcher, and the hub writes an initial state or a
+// list as the client takes it instead of holding a copy per client. A client that reads gets all.
+import t from 'tap'
+import net from 'node:net'
+import { startHarness, eventually } from './helpers/hub.ts'
+
+const objectCount = 1_500
+// about 12 MB of slices: more than loopback's socket buffers hold, so a client that does not read leaves most of it in the hub
+const padding = 'x'.repeat(8 * 1024)
+const flanneld = 'flanneld/v0.26.7 (linux/amd64) kubernetes/$Format'
+const stallTimeoutMs = 1_000
+
+const slice = (i: number, generation = 0) => ({
+  apiVersion: 'discovery.k8s.io/v1',
+  kind: 'EndpointSlice',
+  metadata: { name: `slice-${i}`, namespace: 'default', annotations: { padding, generation: String(generation) } },
+  addressType: 'IPv4',
+  endpoints: [],
+})
+
+const h = await startHarness({ config: { stallTimeoutMs, maxWatchBacklogBytes: 1024 * 1024 } })
+t.teardown(() => h.close())
+for (let i = 0; i < objectCount; i++) h.simulator.create(slice(i))
+const port = new URL(h.url).port
+
+/** A GET on a raw socket whose answer is not read until resume(), which reads it to the end. */
+function unreadRequest(path: string): { resume(): Promise<Buffer> } {
+  const socket = net.connect(Number(port), '127.0.0.1')
+  socket.write(`GET ${path} HTTP/1.1\r\nHost: outpost\r\nUser-Agent: ${flanneld}\r\nConnection: close\r\n\r\n`)
+  socket.pause()
+  return {
+    resume() {
+      const chunks: Buffer[] = []
+      return new Promise(resolve => {
+        socket.on('data', chunk => chunks.push(chunk))
+        socket.on('close', () => resolve(Buffer.concat(chunks)))
+        socket.resume()
+      })
+    },
+  }
+}
+
+async function openWatches(): Promise<number> {
+  const text = await (await fetch(`${h.hub.adminUrl}/metrics`)).text()
+  return [...text.matchAll(/^outpost_open_watches\{component="flanneld",source="cache"\} (\d+)/gm)].reduce((sum, m) => sum + Number(m[1]), 0)
+}
+
+const sleep = (ms: number) => new Promise(resolve => setTimeout(resolve, ms))
+const slices = '/apis/discovery.k8s.io/v1/endpointslices'
+const listPath = `${slices}?resourceVersion=0`
+
+// the shared watch cache of slices has them all before the clients come
+await eventually(
+  async () => {
+    const res = await fetch(`${h.url}${listPath}`, { headers: { 'user-agent': flanneld } })
+    const list = (await res.json()) as { items?: unknown[] }
+    return res.status === 200 && list.items?.length === objectCount
+  },
+  30_000,
+  'all slices listed',
+)
+
+t.test('a list its client does not read is cut off after --stall-timeout; one that reads gets it whole', async t => {
+  const unread = unreadRequest(listPath)
+  await sleep(stallTimeoutMs * 3)
+  const got = await unread.resume()
+  const head = got.subarray(0, got.indexOf('\r\n\r\n')).toString()
+  const length = Number(/content-length: (\d+)/i.exec(head)?.[1])
+  const body = got.length - head.length - 4
+  t.match(head, /^HTTP\/1.1 200/, 'the list was answered')
+  t.ok(length > 10 * 1024 * 1024, `a list of ${length} bytes`)
+  t.ok(body < length, `cut off after ${body} of ${length} bytes: a truncated body, never taken as whole`)
+
+  const res = await fetch(`${h.url}${listPath}`, { headers: { 'user-agent': flanneld } })
+  const list = (await res.json()) as { items: unknown[] }
+  t.equal(list.items.length, objectCount, 'a client that reads gets every item')
+})
+
+t.test('a watch whose client does not read its initial state is ended after --stall-timeout', async t => {
+  const unread = unreadRequest(`${slices}?watch=true&resourceVersion=0`)
+  await eventually(async () => (await openWatches()) === 1, 10_000, 'the watch open')
+  await eventually(async () => (await openWatches()) === 0, 10_000, 'the watch ended by the hub while its client still does not read')
+  const events = (await unread.resume())
+    .toString()
+    .split('\n')
+    .filter(line => line.startsWith('{"type":"ADDED"')).length
+  t.ok(events < objectCount, `the client got ${events} of ${objectCount} initial events before the hub ended it`)
+
+  // a reading client gets all of them: the state is written as it takes it, not cut short
+  const res = await fetch(`${h.url}${slices}?watch=true&resourceVersion=0&timeoutSeconds=3`, { headers: { 'user-agent': flanneld } })
+  const text = await res.text()
+  t.equal(text.split('\n').filter(line => line.startsWith('{"type":"ADDED"')).length, objectCount, 'a reading client gets every initial event')
+})
+
+t.test('a watch that stops reading its events is ended once it falls behind', async t => {
+  const unread = unreadRequest(`${slices}?watch=true`)
+  await eventually(async () => (await openWatches()) === 1, 10_000, 'the watch open')
+  for (let i = 0; i < objectCount; i++) h.simulator.update(slice(i, 1))
+  await eventually(async () => (await openWatches()) === 0, 15_000, 'the watch ended by the hub')
+  await unread.resume()
+  t.pass('the hub ended the watch of a client that fell behind')
+})
