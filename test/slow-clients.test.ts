@@ -41,9 +41,10 @@ function unreadRequest(path: string): { resume(): Promise<Buffer> } {
   }
 }
 
-async function openWatches(): Promise<number> {
+async function openWatches(source = 'cache'): Promise<number> {
   const text = await (await fetch(`${h.hub.adminUrl}/metrics`)).text()
-  return [...text.matchAll(/^outpost_open_watches\{component="flanneld",source="cache"\} (\d+)/gm)].reduce((sum, m) => sum + Number(m[1]), 0)
+  const line = new RegExp(`^outpost_open_watches\\{component="flanneld",source="${source}"\\} (\\d+)`, 'gm')
+  return [...text.matchAll(line)].reduce((sum, m) => sum + Number(m[1]), 0)
 }
 
 const sleep = (ms: number) => new Promise(resolve => setTimeout(resolve, ms))
@@ -100,4 +101,20 @@ t.test('a watch that stops reading its events is ended once it falls behind', as
   await eventually(async () => (await openWatches()) === 0, 15_000, 'the watch ended by the hub')
   await unread.resume()
   t.pass('the hub ended the watch of a client that fell behind')
+})
+
+t.test('a relayed watch whose client stops reading is ended after --stall-timeout', async t => {
+  const configMap = (i: number, generation: number) => ({
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: `config-${i}`, namespace: 'default' },
+    data: { padding, generation: String(generation) },
+  })
+  for (let i = 0; i < 100; i++) h.simulator.create(configMap(i, 0))
+  const unread = unreadRequest('/api/v1/namespaces/default/configmaps?watch=true')
+  await eventually(async () => (await openWatches('cloud')) === 1, 10_000, 'the relayed watch open')
+  for (let round = 1; round <= 15; round++) for (let i = 0; i < 100; i++) h.simulator.update(configMap(i, round))
+  await eventually(async () => (await openWatches('cloud')) === 0, 15_000, 'the relayed watch ended by the hub')
+  await unread.resume()
+  t.pass('the hub ended the relayed watch of a client that stopped reading')
 })

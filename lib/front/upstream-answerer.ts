@@ -254,7 +254,14 @@ export class UpstreamAnswerer implements Answerer {
     streams.addUpstreamWatch(stop)
     try {
       // with BOOKMARKs the apiserver speaks about every minute: a watch silent much longer is a dead link
-      await streamWatch(upstreamRes.body, new WatchFrameSplitter(framing), responseSink(res), stages, this.options.watchSilenceMs)
+      await streamWatch(
+        upstreamRes.body,
+        new WatchFrameSplitter(framing),
+        responseSink(res),
+        stages,
+        this.options.watchSilenceMs,
+        this.options.clientLimits?.stallTimeoutMs,
+      )
     } finally {
       streams.removeUpstreamWatch(stop)
       untrack()

@@ -25,13 +25,24 @@ const maxQueued = 256
  * they see it). When the upstream breaks (or `silenceMs` passes without a frame), the client's
  * stream ends cleanly after the last whole frame, so it re-watches.
  */
-export async function streamWatch(body: Readable, splitter: WatchFrameSplitter, sink: FrameSink, stages: WatchStages = {}, silenceMs = 0): Promise<void> {
+export async function streamWatch(
+  body: Readable,
+  splitter: WatchFrameSplitter,
+  sink: FrameSink,
+  stages: WatchStages = {},
+  silenceMs = 0,
+  stallMs = 0,
+): Promise<void> {
   const frames = pipeline(body, splitter, () => {})
   const write = async (out: Buffer | Buffer[]) => {
     const list = Array.isArray(out) ? out : [out]
     for (const frame of list) {
       if (sink.closed) return
-      if (!sink.write(frame)) await sink.drained()
+      if (sink.write(frame) || (await sink.drained(stallMs > 0 ? stallMs : undefined))) continue
+      // the client took nothing for stallMs: it is cut off, and the apiserver's watch with it
+      sink.abort()
+      body.destroy()
+      return
     }
   }
   let inOrder: Promise<void> = Promise.resolve()
