@@ -27,6 +27,7 @@ import { CsrController, type AutoApprove } from './signer.ts'
 import { Store, type StoreBackup } from './store.ts'
 import { countMatching, logEntry, type LoggedRequest, type RequestFilter } from './requestlog.ts'
 import { echoUpgrade } from './upgrade.ts'
+import { HugeLists } from './huge-list.ts'
 import type { WatchStream } from './watch.ts'
 
 export interface SimulatorOptions {
@@ -63,6 +64,8 @@ function parseObjects(text: string): any[] {
 
 export class ApiServerSimulator {
   readonly requests: LoggedRequest[] = []
+  /** lists answered with a generated body far bigger than memory (huge-list.ts) */
+  readonly hugeLists = new HugeLists()
   readonly registry = new ResourceRegistry()
   readonly store: Store
   readonly cluster: Cluster
@@ -361,6 +364,7 @@ export class ApiServerSimulator {
     if (info.problem) throw new ApiError(info.problem) // refused before authentication: an invalid escape, /api/v1/watch
     const user = this.authorize(req, info.path)
     if (!user) throw new ApiError(failure(401, 'Unauthorized', 'Unauthorized'))
+    if (info.isResourceRequest && this.hugeLists.answers(info, res, this.currentResourceVersion())) return
     if (info.isResourceRequest) {
       const bookmarkIntervalMs = this.options.bookmarkIntervalMs ?? 5000
       return handleResource(
