@@ -24,30 +24,45 @@ import { watchEventRanges } from '../codec/json-scan.ts'
 import { numericVersion } from '../cache/versions.ts'
 import type { WireFormat } from '../api/wire-format.ts'
 
-interface Tracked {
+/** An object as the apiserver last said it: a watch cache's own (shared by every watch), or a relayed event. */
+interface Source {
   apiVersion: string
   kind: string
   /** JSON text of the object, or its raw protobuf message */
-  unfiltered: Buffer
+  body: Buffer
+  resourceVersion: string | bigint
+}
+
+/**
+ * What one watch knows of an object beyond its source. An object the client holds as its source
+ * filters now, at the source's version, with nothing to send, needs none of this: the watch keeps
+ * the source itself (a map entry, no copy: a watch of 10,000 slices from a watch cache holds about
+ * 0.5 MB), and a Tracked only while it differs.
+ */
+class Tracked {
   /**
    * the same, filtered, as last sent; null: the filters drop it, the client does not have it;
-   * undefined: what the filters make of `unfiltered` while nothing they read has changed (seeded
+   * undefined: what the filters make of the source while nothing they read has changed (seeded
    * and not filtered yet, or sent as filtered then; settle() fills it in before anything changes),
    * so a watch holds no filtered copy of the objects it has sent
    */
   sent: Buffer | null | undefined
-  /** the resourceVersion the client holds for it */
-  sentVersion: bigint
+  /** the resourceVersion the client holds for it, when not the source's own (re-filtered: the stream's) */
+  sentVersion: bigint | undefined = undefined
   /** send: its filtered form changed and the client does not have it; resend: sent at a version the client already held */
-  needs: 'send' | 'resend' | undefined
+  needs: 'send' | 'resend' | undefined = undefined
+
+  constructor(
+    readonly source: Source,
+    sent?: Buffer | null,
+  ) {
+    this.sent = sent
+  }
 }
 
-interface ObjectEvent {
+interface ObjectEvent extends Source {
   type: string
   key: string
-  apiVersion: string
-  kind: string
-  object: Buffer
   resourceVersion: bigint
 }
 
@@ -71,7 +86,7 @@ export interface FilteredWatchOptions {
 }
 
 export class FilteredWatch {
-  private readonly objects = new Map<string, Tracked>()
+  private readonly objects = new Map<string, Tracked | Source>()
   /** the newest resourceVersion this stream has delivered */
   private highWater: bigint
   private queued = false
@@ -91,10 +106,19 @@ export class FilteredWatch {
     this.highWater = numericVersion(options.startResourceVersion ?? '')
   }
 
-  private track(key: string, apiVersion: string, kind: string, unfiltered: Buffer, sent: Buffer | null | undefined, version: bigint): void {
-    this.objects.set(key, { apiVersion, kind, unfiltered, sent, sentVersion: version, needs: undefined })
+  private track(key: string, source: Source, sent: Buffer | null | undefined): void {
+    this.objects.set(key, sent === undefined || sent === source.body ? source : new Tracked(source, sent))
     if (sent === undefined) this.unsettled = true
     this.pending.delete(key)
+  }
+
+  /** An object's entry, as a Tracked (one kept as its source becomes one: the caller may change it). */
+  private tracked(key: string): Tracked | undefined {
+    const entry = this.objects.get(key)
+    if (entry === undefined || entry instanceof Tracked) return entry
+    const tracked = new Tracked(entry)
+    this.objects.set(key, tracked)
+    return tracked
   }
 
   /**
@@ -105,7 +129,7 @@ export class FilteredWatch {
   seed(objects: CachedObject[]): void {
     for (const object of objects) {
       if (object.format !== this.format) continue
-      this.track(`${object.namespace}/${object.name}`, object.apiVersion, object.kind, object.body, undefined, numericVersion(object.resourceVersion))
+      this.track(keyOf(object), object, undefined)
     }
   }
 
@@ -116,19 +140,26 @@ export class FilteredWatch {
   settle(): void {
     // the topology source says so before every change: only objects seeded or sent since the last one are filtered
     if (!this.unsettled) return
-    for (const tracked of this.objects.values()) if (tracked.sent === undefined) this.sentOf(tracked)
+    for (const [key, entry] of this.objects) {
+      if (!(entry instanceof Tracked)) this.objects.set(key, new Tracked(entry, this.filtered(entry)))
+      else if (entry.sent === undefined) this.sentOf(entry)
+    }
     this.unsettled = false
   }
 
   /** Whether the client has the object; one whose filtered form is not kept is filtered to tell only if the filters may drop it (a seed). */
   private clientHas(tracked: Tracked): boolean {
-    if (tracked.sent === undefined && !this.filter.mayDrop(tracked.kind)) return true
+    if (tracked.sent === undefined && !this.filter.mayDrop(tracked.source.kind)) return true
     return this.sentOf(tracked) !== null
   }
 
   private sentOf(tracked: Tracked): Buffer | null {
-    if (tracked.sent === undefined) tracked.sent = this.filter.object(this.format, tracked.apiVersion, tracked.kind, tracked.unfiltered)
+    if (tracked.sent === undefined) tracked.sent = this.filtered(tracked.source)
     return tracked.sent
+  }
+
+  private filtered(source: Source): Buffer | null {
+    return this.filter.object(this.format, source.apiVersion, source.kind, source.body)
   }
 
   /**
@@ -153,10 +184,17 @@ export class FilteredWatch {
    */
   takeObject(type: string, object: CachedObject, streamVersion: bigint, frame?: Buffer): Buffer[] {
     if (streamVersion > this.highWater) this.highWater = streamVersion
-    const key = `${object.namespace}/${object.name}`
     return this.takeDecoded(
-      { type, key, apiVersion: object.apiVersion, kind: object.kind, object: object.body, resourceVersion: numericVersion(object.resourceVersion) },
+      {
+        type,
+        key: keyOf(object),
+        apiVersion: object.apiVersion,
+        kind: object.kind,
+        body: object.body,
+        resourceVersion: numericVersion(object.resourceVersion),
+      },
       frame,
+      object,
     )
   }
 
@@ -166,10 +204,11 @@ export class FilteredWatch {
     return this.pending.size > 0 ? this.flush(false) : []
   }
 
-  private takeDecoded(event: ObjectEvent | OtherEvent, frame?: Buffer): Buffer[] {
+  /** `source`: what to keep of the object (a watch cache's own object; default the event) */
+  private takeDecoded(event: ObjectEvent | OtherEvent, frame?: Buffer, source: Source | undefined = event.key === undefined ? undefined : event): Buffer[] {
     if (event.resourceVersion > this.highWater) this.highWater = event.resourceVersion
     if (event.key === undefined) return [frame!, ...(this.pending.size > 0 ? this.flush(false) : [])]
-    const held = this.objects.get(event.key)
+    const held = this.tracked(event.key)
     // an ADDED is news to the client whatever the tracker was seeded with (a seed may be newer than
     // the version the watch started from); otherwise the client has what it was last shown, and
     // an object the tracker never saw it has if the apiserver says so (a MODIFIED or a DELETED)
@@ -181,8 +220,8 @@ export class FilteredWatch {
       if (clientHas) {
         // the apiserver's DELETED carries the object at its deletion version: filtered, or (when the
         // filters drop it now) the form the client was shown, stamped with that version
-        const filtered = this.filter.object(this.format, event.apiVersion, event.kind, event.object)
-        if (filtered !== null && frame && filtered === event.object) out.push(frame)
+        const filtered = this.filtered(event)
+        if (filtered !== null && frame && filtered === event.body) out.push(frame)
         else
           out.push(
             eventFrame(
@@ -190,23 +229,23 @@ export class FilteredWatch {
               'DELETED',
               event.apiVersion,
               event.kind,
-              filtered ?? this.stamped((held && this.sentOf(held)) ?? event.object, event.resourceVersion),
+              filtered ?? this.stamped((held && this.sentOf(held)) ?? event.body, event.resourceVersion),
             ),
           )
       }
     } else {
-      const filtered = this.filter.object(this.format, event.apiVersion, event.kind, event.object)
+      const filtered = this.filtered(event)
       // a filtered form the filters give again on demand is not kept (settle() works it out before
       // they change), unless they may drop the kind: then clientHas() reads it, not a filtering
-      const kept = filtered === null || filtered === event.object || this.filter.mayDrop(event.kind) ? filtered : undefined
-      this.track(event.key, event.apiVersion, event.kind, event.object, kept, event.resourceVersion)
+      const kept = filtered === null || filtered === event.body || this.filter.mayDrop(event.kind) ? filtered : undefined
+      this.track(event.key, source!, kept)
       if (filtered === null) {
         // dropped now: a client that was shown it is told it is gone, at this event's version
         const shown = clientHas && held ? this.sentOf(held) : null
         if (shown) out.push(eventFrame(this.format, 'DELETED', event.apiVersion, event.kind, this.stamped(shown, event.resourceVersion)))
       } else {
         const type = clientHas ? 'MODIFIED' : 'ADDED'
-        out.push(frame && filtered === event.object && type === event.type ? frame : eventFrame(this.format, type, event.apiVersion, event.kind, filtered))
+        out.push(frame && filtered === event.body && type === event.type ? frame : eventFrame(this.format, type, event.apiVersion, event.kind, filtered))
       }
     }
     return this.pending.size > 0 ? [...out, ...this.flush(false)] : out
@@ -219,8 +258,10 @@ export class FilteredWatch {
     this.inject(() => {
       this.queued = false
       for (const [key, tracked] of this.objects) {
+        // kept as its source: what the filters make of it now is what the client was sent
+        if (!(tracked instanceof Tracked)) continue
         if (tracked.needs === 'send') continue
-        if (same(this.filter.object(this.format, tracked.apiVersion, tracked.kind, tracked.unfiltered), this.sentOf(tracked))) continue
+        if (same(this.filtered(tracked.source), this.sentOf(tracked))) continue
         tracked.needs = 'send'
         this.pending.add(key)
       }
@@ -240,15 +281,15 @@ export class FilteredWatch {
       const shown = filtered ?? before
       const type = filtered === null ? 'DELETED' : before === null ? 'ADDED' : 'MODIFIED'
       tracked.sent = filtered
-      if (shown) out.push(eventFrame(this.format, type, tracked.apiVersion, tracked.kind, this.stamped(shown, tracked.sentVersion)))
+      if (shown) out.push(eventFrame(this.format, type, tracked.source.apiVersion, tracked.source.kind, this.stamped(shown, versionOf(tracked))))
     }
     for (const key of [...this.pending]) {
-      const tracked = this.objects.get(key)!
-      const filtered = this.filter.object(this.format, tracked.apiVersion, tracked.kind, tracked.unfiltered)
+      const tracked = this.tracked(key)!
+      const filtered = this.filtered(tracked.source)
       if (tracked.needs === 'send' && same(filtered, this.sentOf(tracked))) {
         tracked.needs = undefined // changed back before it went out
         this.pending.delete(key)
-      } else if (this.highWater > tracked.sentVersion) {
+      } else if (this.highWater > versionOf(tracked)) {
         tracked.needs = undefined
         tracked.sentVersion = this.highWater
         this.pending.delete(key)
@@ -264,7 +305,7 @@ export class FilteredWatch {
   }
 
   private armDeferTimer(): void {
-    const waiting = [...this.pending].some(key => this.objects.get(key)?.needs === 'send')
+    const waiting = [...this.pending].some(key => this.tracked(key)?.needs === 'send')
     if (!waiting) {
       if (this.deferTimer) clearTimeout(this.deferTimer)
       this.deferTimer = undefined
@@ -303,7 +344,7 @@ export class FilteredWatch {
       key: `${meta.namespace ?? ''}/${meta.name}`,
       apiVersion: String(text('apiVersion') ?? ''),
       kind: String(text('kind') ?? ''),
-      object: frame.subarray(objectRange.start, objectRange.end),
+      body: frame.subarray(objectRange.start, objectRange.end),
       resourceVersion,
     }
   }
@@ -315,8 +356,27 @@ export class FilteredWatch {
     const meta = objectMeta(raw)
     const resourceVersion = numericVersion(meta.resourceVersion)
     if (!objectEvents.has(event.type)) return { type: event.type, resourceVersion }
-    return { type: event.type, key: `${meta.namespace}/${meta.name}`, apiVersion: unknown.apiVersion, kind: unknown.kind, object: raw, resourceVersion }
+    return { type: event.type, key: `${meta.namespace}/${meta.name}`, apiVersion: unknown.apiVersion, kind: unknown.kind, body: raw, resourceVersion }
   }
+}
+
+/** The version the client holds for an object: the one it was last sent at. */
+function versionOf(tracked: Tracked): bigint {
+  if (tracked.sentVersion !== undefined) return tracked.sentVersion
+  const version = tracked.source.resourceVersion
+  return typeof version === 'bigint' ? version : numericVersion(version)
+}
+
+/** One key string per cached object, shared by every watch that tracks it. */
+const keys = new WeakMap<Source, string>()
+
+function keyOf(object: CachedObject): string {
+  let key = keys.get(object)
+  if (key === undefined) {
+    key = `${object.namespace}/${object.name}`
+    keys.set(object, key)
+  }
+  return key
 }
 
 function same(a: Buffer | null, b: Buffer | null): boolean {
