@@ -5,6 +5,7 @@ import t from 'tap'
 import type { Test } from 'tap'
 import http from 'node:http'
 import { createHash } from 'node:crypto'
+import { gunzipSync } from 'node:zlib'
 import { ApiServerSimulator } from './simulator/index.ts'
 import { HugeLists } from './simulator/huge-list.ts'
 import type { HugeListSpec } from './simulator/huge-list.ts'
@@ -161,4 +162,30 @@ t.test('a shared watch cache whose list is over the cap gives up: no list loop, 
   const again = await list(url, 'kube-proxy/v1.24.0 (linux/amd64) kubernetes/abc', simulator)
   t.equal(again.status, 200, 'the next list is relayed at once')
   t.equal(hubLists(), 1, 'still no list of its own')
+})
+
+t.test('a gzipped list under the cap that inflates past it is relayed as gzip, not cached', async t => {
+  const { simulator, hub } = await start(t, 1 * MiB)
+  for (let i = 0; i < 300; i++)
+    simulator.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `cm-${i}`, namespace: 'default' }, data: { pad: 'y'.repeat(8 * 1024) } })
+  const url = `${hub.proxyUrl}/api/v1/namespaces/default/configmaps`
+  const headers = { 'user-agent': 'kubelet/v1.24.0', accept: 'application/json', 'accept-encoding': 'gzip' }
+  const got = await new Promise<{ encoding?: string; body: Buffer }>((resolve, reject) => {
+    http
+      .get(url, { headers }, res => {
+        const chunks: Buffer[] = []
+        res.on('data', (chunk: Buffer) => chunks.push(chunk))
+        res.on('end', () => resolve({ encoding: res.headers['content-encoding'], body: Buffer.concat(chunks) }))
+      })
+      .on('error', reject)
+  })
+  t.equal(got.encoding, 'gzip', "the apiserver's gzip, untouched")
+  t.ok(got.body.length < MiB, `${got.body.length} bytes as received: under the cap`)
+  const list = JSON.parse(gunzipSync(got.body).toString())
+  t.equal(list.items.length, 300, 'the whole list, over the cap once inflated')
+  const metrics = await (await fetch(`${hub.adminUrl}/metrics`)).text()
+  t.match(metrics, /outpost_lists_over_cap_total\{reader="relay"\} 1\b/, 'counted')
+  await goDark({ simulator, hub })
+  const offline = await fetch(url, { headers: { 'user-agent': 'kubelet/v1.24.0', accept: 'application/json' } })
+  t.equal(offline.status, 503, 'not cached: offline there is nothing to answer it with')
 })
