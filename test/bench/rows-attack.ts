@@ -39,6 +39,8 @@ const mib = (n: number): string => `${n.toFixed(1)} MiB`
 const targets = { unreadRssMiB: 150, perWatchMiB: 1, getRatio: 2, answeredMs: 1_000, backToIdle: 0.1 }
 /** a local client no filter or cache of the hub knows: its requests are relayed */
 const generic = 'python-requests/2.31.0'
+/** a node component whose reads are cached, and no filter applies to */
+const flanneld = 'flanneld/v0.26.7 (linux/amd64) kubernetes/$Format'
 
 export async function attackRows(ctx: Context, counts: AttackCounts): Promise<Row[]> {
   const rows: Row[] = []
@@ -89,15 +91,23 @@ async function unreadRows(ctx: Context, counts: AttackCounts, rows: Row[]): Prom
             clients.push(
               unreadRequest(port, path, i % 2 === 0 ? clientHeaders(userAgents.kubeProxy, 'json') : { 'user-agent': generic, accept: 'application/json' }),
             )
+        // the readings are taken on time whatever the hub's own answers do meanwhile
+        const reading = (ms: number) =>
+          sleep(Math.max(0, started + ms - performance.now())).then(() => {
+            try {
+              return { ...state(hub), s: (performance.now() - started) / 1000 }
+            } catch (error) {
+              return error as Error
+            }
+          })
+        const [heldAt, afterAt] = [reading(counts.holdMs), reading(counts.afterStallMs)]
         await sleep(1_000)
-        const get = await loopUntil(hub.url + nodePath, kubelet, () => true, getMs)
-        const delays = await eventDelays(ctx, events, counts.eventProbes)
-        await sleep(Math.max(0, started + counts.holdMs - performance.now()))
-        const held = state(hub)
+        const [get, delays] = await Promise.all([loopUntil(hub.url + nodePath, kubelet, () => true, getMs), eventDelays(ctx, events, counts.eventProbes)])
+        const held = await heldAt
+        if (held instanceof Error) throw held
         const statuses = await Promise.all(clients.map(c => Promise.race([c.status, sleep(1).then(() => 0)])))
-        await sleep(Math.max(0, started + counts.afterStallMs - performance.now()))
-        const after = state(hub)
-
+        const after = await afterAt
+        if (after instanceof Error) throw after
         const tally = new Map<number, number>()
         for (const s of statuses) tally.set(s, (tally.get(s) ?? 0) + 1)
         const answered = [...tally].map(([s, n]) => `${s === 0 ? 'nothing yet' : s} × ${n}`).join(', ')
@@ -107,7 +117,7 @@ async function unreadRows(ctx: Context, counts: AttackCounts, rows: Row[]): Prom
           figureRow(
             {
               ...bases.rss,
-              note: `JSON, half as kube-proxy (its shared cache, filtered), half as ${generic} (relayed to the apiserver); answers: ${answered}; VmHWM ${mib(held.hwm)}; hub fds ${idle.fds} idle, ${held.fds} under attack; the clients' kernel receive buffers (not grown: never read) and the hub's socket send buffers hold some of it outside the hub's RSS`,
+              note: `JSON, half as kube-proxy (its shared cache, filtered), half as ${generic} (relayed to the apiserver); answers: ${answered}; read at ${held.s.toFixed(1)} s; VmHWM ${mib(held.hwm)}; hub fds ${idle.fds} idle, ${held.fds} under attack; the clients' kernel receive buffers (not grown: never read) and the hub's socket send buffers hold some of it outside the hub's RSS`,
             },
             idle.rss,
             held.rss,
@@ -118,7 +128,7 @@ async function unreadRows(ctx: Context, counts: AttackCounts, rows: Row[]): Prom
           figureRow(
             {
               ...bases.stalled,
-              note: `${stallFlag}; fds ${idle.fds} idle (with one kube-proxy watch open), ${held.fds} at ${counts.holdMs / 1000} s, ${after.fds} at ${counts.afterStallMs / 1000} s; RSS ${mib(idle.rss)} → ${mib(held.rss)} → ${mib(after.rss)}, VmHWM ${mib(after.hwm)}`,
+              note: `${stallFlag}; fds ${idle.fds} idle (with one kube-proxy watch open), ${held.fds} at ${held.s.toFixed(1)} s, ${after.fds} at ${after.s.toFixed(1)} s; RSS ${mib(idle.rss)} → ${mib(held.rss)} → ${mib(after.rss)}, VmHWM ${mib(after.hwm)}`,
             },
             idle.fds,
             after.fds,
@@ -129,7 +139,7 @@ async function unreadRows(ctx: Context, counts: AttackCounts, rows: Row[]): Prom
           figureRow(
             {
               ...bases.get,
-              note: `one keep-alive connection, closed loop, ${getMs / 1000} s each (from 1 s into the attack); ${thousands(idle.get.length)} GETs idle, ${thousands(get.length)} under attack; median ${median(idle.get).toFixed(2)} → ${median(get).toFixed(2)} ms`,
+              note: `one keep-alive connection, closed loop, ${getMs / 1000} s each (from 1 s into the attack, beside the event probes); ${thousands(idle.get.length)} GETs idle, ${thousands(get.length)} under attack; median ${median(idle.get).toFixed(2)} → ${median(get).toFixed(2)} ms`,
             },
             p99(idle.get),
             p99(get),
@@ -172,18 +182,21 @@ interface Reader {
 
 async function readingRows(ctx: Context, counts: AttackCounts, rows: Row[]): Promise<void> {
   const kubeProxy = clientHeaders(userAgents.kubeProxy, 'json')
+  // kubelet's own format: as JSON, 10,000 unfiltered slices are 30 MB of initial events, more than
+  // a watcher's budget in the hub before issue 31 (it ended such a watch at once, 0 events sent)
+  const kubeletFormat = ctx.noProtobuf ? 'json' : 'protobuf'
   const readers: Reader[] = [
     {
       id: 'attack.watches.kubelet',
-      who: 'kubelet (no filter)',
-      headers: clientHeaders(userAgents.kubelet, 'json'),
+      who: `kubelet (no filter), ${kubeletFormat === 'json' ? 'JSON' : 'protobuf'}`,
+      headers: clientHeaders(userAgents.kubelet, kubeletFormat),
       query: watchQuery,
       listQuery: 'resourceVersion=0',
       timeGets: true,
     },
     {
       id: 'attack.watches.kube-proxy',
-      who: 'kube-proxy (servicetopology)',
+      who: 'kube-proxy (servicetopology), JSON',
       headers: kubeProxy,
       query: `${kubeProxySelector}&${watchQuery}`,
       listQuery: `${kubeProxySelector}&resourceVersion=0`,
@@ -191,7 +204,7 @@ async function readingRows(ctx: Context, counts: AttackCounts, rows: Row[]): Pro
     },
     {
       id: 'attack.watches.initial-events',
-      who: 'kube-proxy, sendInitialEvents',
+      who: 'kube-proxy, sendInitialEvents, JSON',
       headers: kubeProxy,
       query: `${kubeProxySelector}&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&${watchQuery}`,
       listQuery: `${kubeProxySelector}&resourceVersion=0`,
@@ -203,7 +216,7 @@ async function readingRows(ctx: Context, counts: AttackCounts, rows: Row[]): Pro
 
 async function readingRow(ctx: Context, counts: AttackCounts, reader: Reader, rows: Row[]): Promise<void> {
   const n = counts.readingWatches
-  const what = `${n} reading watches of ${thousands(ctx.counts.slices)} slices as ${reader.who}, JSON`
+  const what = `${n} reading watches of ${thousands(ctx.counts.slices)} slices as ${reader.who}`
   const perWatch = { id: `${reader.id}.per-watch`, name: `${what}: memory kept per watch`, unit: 'MiB', baselineLabel: 'target' }
   const gets = { id: `${reader.id}.get-p99`, name: `${what}: kubelet GET Node p99 while they stream`, unit: 'ms', baselineLabel: 'idle' }
   const specs = [
@@ -292,22 +305,26 @@ async function readingRow(ctx: Context, counts: AttackCounts, reader: Reader, ro
 async function pagedRows(ctx: Context, counts: AttackCounts, rows: Row[]): Promise<void> {
   const base = {
     id: 'attack.paged.rss',
-    name: `${counts.pagedLists} paged lists of ${thousands(ctx.counts.slices)} slices (limit=500, kubelet, relayed and recorded) never continued: hub RSS`,
+    name: `${counts.pagedLists} paged lists of ${thousands(ctx.counts.configMaps)} ConfigMaps (limit=500, relayed and recorded) never continued: hub RSS`,
     unit: 'MiB',
     baselineLabel: 'before',
   }
   await guarded(rows, [{ base, better: 'lower', target: '—' }], () =>
     withHub(ctx, {}, async hub => {
-      const headers = clientHeaders(userAgents.kubelet, 'json')
+      // ConfigMaps have no shared watch cache: a node component's list of them is relayed, and its
+      // pages are held until the last one comes, to be recorded whole (flanneld: no filter on them)
+      const headers = clientHeaders(flanneld, 'json')
+      const path = '/api/v1/configmaps?limit=500'
       const probe = await HeapProbe.open(hub)
       try {
         await sleep(ctx.counts.settleMs)
         const before = { ...state(hub), kept: await probe?.retained() }
         let bytes = 0
         for (let i = 0; i < counts.pagedLists; i++) {
-          const res = await request(`${hub.url}${slices}?limit=500`, { headers })
+          await ctx.sim.call('modifySlices', { count: 1 }) // a new resourceVersion: each list's continue token its own
+          const res = await request(hub.url + path, { headers })
           const body = Buffer.from(await res.body.arrayBuffer())
-          if (res.statusCode !== 200) throw new Error(`LIST ${slices}?limit=500: ${res.statusCode} ${body.toString().slice(0, 300)}`)
+          if (res.statusCode !== 200) throw new Error(`LIST ${path}: ${res.statusCode} ${body.toString().slice(0, 300)}`)
           if (!(JSON.parse(body.toString()) as { metadata: { continue?: string } }).metadata.continue) throw new Error('the first page has no continue token')
           bytes += body.length
         }
