@@ -47,6 +47,11 @@ async function openWatches(source = 'cache'): Promise<number> {
   return [...text.matchAll(line)].reduce((sum, m) => sum + Number(m[1]), 0)
 }
 
+async function slowClientsEnded(response: string, why: string): Promise<number> {
+  const text = await (await fetch(`${h.hub.adminUrl}/metrics`)).text()
+  return Number(new RegExp(`^outpost_slow_clients_ended_total\\{response="${response}",why="${why}"\\} (\\d+)`, 'm').exec(text)?.[1])
+}
+
 const sleep = (ms: number) => new Promise(resolve => setTimeout(resolve, ms))
 const slices = '/apis/discovery.k8s.io/v1/endpointslices'
 const listPath = `${slices}?resourceVersion=0`
@@ -72,6 +77,7 @@ t.test('a list its client does not read is cut off after --stall-timeout; one th
   t.match(head, /^HTTP\/1.1 200/, 'the list was answered')
   t.ok(length > 10 * 1024 * 1024, `a list of ${length} bytes`)
   t.ok(body < length, `cut off after ${body} of ${length} bytes: a truncated body, never taken as whole`)
+  t.equal(await slowClientsEnded('list', 'stalled'), 1, 'counted in outpost_slow_clients_ended_total')
 
   const res = await fetch(`${h.url}${listPath}`, { headers: { 'user-agent': flanneld } })
   const list = (await res.json()) as { items: unknown[] }
@@ -87,6 +93,7 @@ t.test('a watch whose client does not read its initial state is ended after --st
     .split('\n')
     .filter(line => line.startsWith('{"type":"ADDED"')).length
   t.ok(events < objectCount, `the client got ${events} of ${objectCount} initial events before the hub ended it`)
+  t.equal(await slowClientsEnded('watch', 'stalled'), 1, 'counted in outpost_slow_clients_ended_total')
 
   // a reading client gets all of them: the state is written as it takes it, not cut short
   const res = await fetch(`${h.url}${slices}?watch=true&resourceVersion=0&timeoutSeconds=3`, { headers: { 'user-agent': flanneld } })
@@ -101,6 +108,7 @@ t.test('a watch that stops reading its events is ended once it falls behind', as
   await eventually(async () => (await openWatches()) === 0, 15_000, 'the watch ended by the hub')
   await unread.resume()
   t.pass('the hub ended the watch of a client that fell behind')
+  t.ok((await slowClientsEnded('watch', 'backlog')) + (await slowClientsEnded('watch', 'stalled')) >= 2, 'counted, past its backlog or stalled')
 })
 
 t.test('a relayed watch whose client stops reading is ended after --stall-timeout', async t => {
@@ -117,4 +125,5 @@ t.test('a relayed watch whose client stops reading is ended after --stall-timeou
   await eventually(async () => (await openWatches('cloud')) === 0, 15_000, 'the relayed watch ended by the hub')
   await unread.resume()
   t.pass('the hub ended the relayed watch of a client that stopped reading')
+  t.ok((await slowClientsEnded('watch', 'backlog')) + (await slowClientsEnded('watch', 'stalled')) >= 3, 'counted')
 })

@@ -13,7 +13,7 @@ import type { OfflineRead } from '../cache/offline.ts'
 import { isOwnLeaseRenewal, leaseConflict } from '../cache/lease.ts'
 import type { LiveStreams } from '../watch/streams.ts'
 import { runOfflineWatch } from '../watch/offline-watch.ts'
-import type { Source } from '../observe/metrics.ts'
+import type { RequestObserver } from '../observe/metrics.ts'
 import { cacheHeaders, responseSink, sendReply, sendStatus, sendWatchHead } from './respond.ts'
 import type { ClientLimits } from './respond.ts'
 import { answered, unavailable } from './answerer.ts'
@@ -27,7 +27,7 @@ export interface OfflineAnswererOptions {
   outage(): string
   /** offline watches end when the cloud is back; a blip's (the cloud still counted as up) as soon as any apiserver answers */
   streams: Pick<LiveStreams, 'addOfflineWatch' | 'addFallbackWatch' | 'removeOfflineWatch'>
-  observer?: { watchOpened(info: RequestInfo, source: Source): () => void }
+  observer?: Pick<RequestObserver, 'watchOpened' | 'slowClientEnded'>
   /** BOOKMARK period of offline watches */
   bookmarkIntervalMs: number
   clientLimits?: ClientLimits
@@ -52,14 +52,14 @@ export class OfflineAnswerer implements Answerer {
     if (store && isDiscoveryDocument(info)) {
       const document = await documentFromCache(store, info, req.headers.accept)
       if (document) {
-        await sendReply(res, document, this.stallMs)
+        await this.write(call, document)
         return answered('cache')
       }
     }
     if (store && isCachedKind(info)) {
       const read: OfflineRead = { store, info, accept: req.headers.accept, filter: call.filter, reason: why }
-      if (info.verb === 'get') await writeAnswer(call, await getFromCache(read), this.stallMs)
-      else if (info.verb === 'list') await writeAnswer(call, await listFromCache(read), this.stallMs)
+      if (info.verb === 'get') await this.write(call, await getFromCache(read))
+      else if (info.verb === 'list') await this.write(call, await listFromCache(read))
       else await this.watch(call, read)
       return answered('cache')
     }
@@ -80,12 +80,20 @@ export class OfflineAnswerer implements Answerer {
     return unavailable(`${why}: ${what} for ${info.component || 'this client'} cannot be answered from the cache${nothing}`)
   }
 
+  /** The cache's answer; its errors too say they came from the cache. */
+  private async write({ res }: Call, answer: Answer): Promise<void> {
+    if (isStatus(answer)) sendStatus(res, answer, cacheHeaders({}))
+    else if ((await sendReply(res, answer, this.stallMs)) === 'stalled') this.options.observer?.slowClientEnded?.('list', 'stalled')
+  }
+
   private async watch(call: Call, read: OfflineRead): Promise<void> {
     const { res, info, plan } = call
     const start = await watchFromCache(read)
-    if (isStatus(start)) return writeAnswer(call, start, this.stallMs)
+    if (isStatus(start)) return this.write(call, start)
     sendWatchHead(res, start.format, cacheHeaders({ component: start.component }))
-    const watch = runOfflineWatch(start, responseSink(res), this.options.bookmarkIntervalMs, this.stallMs)
+    const watch = runOfflineWatch(start, responseSink(res), this.options.bookmarkIntervalMs, this.stallMs, () =>
+      this.options.observer?.slowClientEnded?.('watch', 'stalled'),
+    )
     const closed = this.options.observer?.watchOpened(info, 'cache')
     // the plan was made with the cloud counted as up: every apiserver failed this once (a blip)
     if (plan.online) this.options.streams.addFallbackWatch(watch.end)
@@ -94,10 +102,4 @@ export class OfflineAnswerer implements Answerer {
     this.options.streams.removeOfflineWatch(watch.end)
     closed?.()
   }
-}
-
-/** The cache's answer; its errors too say they came from the cache. */
-async function writeAnswer({ res }: Call, answer: Answer, stallMs: number | undefined): Promise<void> {
-  if (isStatus(answer)) sendStatus(res, answer, cacheHeaders({}))
-  else await sendReply(res, answer, stallMs)
 }

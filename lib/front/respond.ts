@@ -49,7 +49,7 @@ const defaultStallMs = 60_000
  * batch at a time: an unread list holds a batch, not a copy of the list. A client that takes
  * nothing for `stallTimeoutMs` is cut off, as one that stopped reading.
  */
-export async function sendReply(res: ServerResponse, reply: Reply, stallTimeoutMs = defaultStallMs): Promise<void> {
+export async function sendReply(res: ServerResponse, reply: Reply, stallTimeoutMs = defaultStallMs): Promise<'sent' | 'stalled'> {
   const parts = Array.isArray(reply.body) ? reply.body : [reply.body]
   let length = 0
   for (const part of parts) length += part.length
@@ -70,11 +70,12 @@ export async function sendReply(res: ServerResponse, reply: Reply, stallTimeoutM
     batchBytes = 0
     if (!taken && !(await drained(res, stallTimeoutMs))) {
       res.destroy()
-      return
+      return 'stalled'
     }
-    if (res.destroyed) return
+    if (res.destroyed) return 'sent'
   }
   res.end(batch.length === 1 ? batch[0] : Buffer.concat(batch, batchBytes))
+  return 'sent'
 }
 
 /** Resolves true when the client has taken what was written (or the response closed), false after `timeoutMs` without. */

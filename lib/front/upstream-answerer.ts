@@ -27,7 +27,7 @@ import { FilteredWatch } from '../watch/refilter.ts'
 import type { FilteredWatches } from '../watch/filtered-watches.ts'
 import type { RememberedLists } from '../watch/remembered-lists.ts'
 import type { LiveStreams } from '../watch/streams.ts'
-import type { Source } from '../observe/metrics.ts'
+import type { RequestObserver } from '../observe/metrics.ts'
 import { upstreamRequestHeaders, clientResponseHeaders } from './headers.ts'
 import { responseSink, sendStatus, streamBody } from './respond.ts'
 import type { ClientLimits } from './respond.ts'
@@ -45,12 +45,7 @@ export interface UpstreamAnswererOptions {
   rememberedLists: RememberedLists
   /** upstream watches, ended when the cloud goes away */
   streams: Pick<LiveStreams, 'addUpstreamWatch' | 'removeUpstreamWatch'>
-  observer?: {
-    watchOpened(info: RequestInfo, source: Source): () => void
-    refiltered?(count: number): void
-    /** an answer over maxListBytes, relayed as it streamed */
-    listOverCap?(reader: 'relay' | 'watch-cache'): void
-  }
+  observer?: Pick<RequestObserver, 'watchOpened' | 'refiltered' | 'listOverCap' | 'slowClientEnded'>
   /** an upstream watch with BOOKMARKs that is silent this long is ended (half-open link); 0: never */
   watchSilenceMs: number
   /** a list or get bigger than this is relayed as it streams, neither recorded nor filtered (--max-list-bytes); default no cap */
@@ -254,7 +249,7 @@ export class UpstreamAnswerer implements Answerer {
     streams.addUpstreamWatch(stop)
     try {
       // with BOOKMARKs the apiserver speaks about every minute: a watch silent much longer is a dead link
-      await streamWatch(
+      const ended = await streamWatch(
         upstreamRes.body,
         new WatchFrameSplitter(framing),
         responseSink(res),
@@ -262,6 +257,7 @@ export class UpstreamAnswerer implements Answerer {
         this.options.watchSilenceMs,
         this.options.clientLimits?.stallTimeoutMs,
       )
+      if (ended === 'stalled') observer?.slowClientEnded?.('watch', 'stalled')
     } finally {
       streams.removeUpstreamWatch(stop)
       untrack()

@@ -8,7 +8,7 @@ import type { WatchCaches } from '../watch/watch-caches.ts'
 import { CacheWatcher } from '../watch/watcher.ts'
 import type { FilteredWatches } from '../watch/filtered-watches.ts'
 import type { LiveStreams } from '../watch/streams.ts'
-import type { Source } from '../observe/metrics.ts'
+import type { RequestObserver } from '../observe/metrics.ts'
 import { cacheHeaders, responseSink, sendReply, sendStatus, sendWatchHead } from './respond.ts'
 import type { ClientLimits } from './respond.ts'
 import { answered, declined } from './answerer.ts'
@@ -19,7 +19,7 @@ export interface WatchCacheAnswererOptions {
   filteredWatches: FilteredWatches
   /** watches a watch cache serves: they outlive outages, and end with the hub */
   streams: Pick<LiveStreams, 'addHeldWatch' | 'removeHeldWatch'>
-  observer?: { watchOpened(info: RequestInfo, source: Source): () => void; refiltered?(count: number): void }
+  observer?: Pick<RequestObserver, 'watchOpened' | 'refiltered' | 'slowClientEnded'>
   /** BOOKMARK period of the watches it serves (default a minute, as the apiserver's) */
   bookmarkIntervalMs?: number
   clientLimits?: ClientLimits
@@ -35,7 +35,7 @@ export class WatchCacheAnswerer implements Answerer {
     if (read.kind === 'declined') return declined(read.why)
     if (read.kind === 'answer') {
       if (isStatus(read.answer)) sendStatus(res, read.answer)
-      else await sendReply(res, read.answer, this.options.clientLimits?.stallTimeoutMs)
+      else if ((await sendReply(res, read.answer, this.options.clientLimits?.stallTimeoutMs)) === 'stalled') observer?.slowClientEnded?.('list', 'stalled')
       return answered('cache')
     }
     if (res.destroyed) return answered('cache') // the client went away meanwhile
@@ -47,6 +47,9 @@ export class WatchCacheAnswerer implements Answerer {
       budgetBytes: this.options.clientLimits?.watchBacklogBytes,
       stallTimeoutMs: this.options.clientLimits?.stallTimeoutMs,
       onRefilterSent: count => observer?.refiltered?.(count),
+      onClosed: why => {
+        if (why === 'backlog' || why === 'stalled') observer?.slowClientEnded?.('watch', why)
+      },
     })
     const unregister = filter ? this.options.filteredWatches.add(watcher) : () => {}
     const end = () => watcher.close('ended')

@@ -48,7 +48,12 @@ export interface RequestObserver {
   refiltered?(count: number): void
   /** a list over --max-list-bytes: relayed as it streamed, or a shared watch cache given up */
   listOverCap?(reader: 'relay' | 'watch-cache'): void
+  /** a response the hub cut off because its client did not keep up */
+  slowClientEnded?(response: 'watch' | 'list', why: SlowClientEnd): void
 }
+
+/** past --max-watch-backlog, or nothing taken for --stall-timeout */
+export type SlowClientEnd = 'backlog' | 'stalled'
 
 /** What the shared watch caches say of themselves (lib/watch/watch-caches.ts describe()). */
 export interface WatchCacheState {
@@ -352,6 +357,13 @@ export function createMetrics(): Metrics {
     registers: [registry],
   })
   for (const reader of ['relay', 'watch-cache']) overCap.inc({ reader }, 0) // at 0 from the start: an alert can test it
+  const slowClients = new Counter({
+    name: 'outpost_slow_clients_ended_total',
+    help: 'Watches and lists the hub cut off because the client did not keep up: past --max-watch-backlog (backlog) or nothing taken for --stall-timeout (stalled)',
+    labelNames: ['response', 'why'],
+    registers: [registry],
+  })
+  for (const response of ['watch', 'list']) for (const why of ['backlog', 'stalled']) slowClients.inc({ response, why }, 0)
   const received = new Counter({
     name: 'outpost_upstream_received_bytes_total',
     help: 'Bytes the shared watch caches received from the apiserver (lists and watch events)',
@@ -427,6 +439,9 @@ export function createMetrics(): Metrics {
     },
     listOverCap(reader) {
       overCap.inc({ reader })
+    },
+    slowClientEnded(response, why) {
+      slowClients.inc({ response, why })
     },
     watchOpened(info, source) {
       const labels = { component: componentLabel(info), source }

@@ -86,7 +86,11 @@ export async function readWatchCache(
   const cache = caches.cacheFor(info, format)
   // the part of the cache the request selects (undefined: all of it)
   const selection = scope.id === cache.options.scope.id ? undefined : scope
-  if (!(await waitFor(() => cache.isSynced, online ? (options.syncWaitMs ?? 3_000) : 200, cache))) {
+  // a cache given up (its list over --max-list-bytes) declines at once: the relay answers
+  if (cache.givenUp) return { kind: 'declined', why: cache.givenUp }
+  const synced = await waitFor(() => cache.isSynced || cache.givenUp !== undefined, online ? (options.syncWaitMs ?? 3_000) : 200, cache)
+  if (cache.givenUp) return { kind: 'declined', why: cache.givenUp }
+  if (!synced) {
     if (!online) return { kind: 'declined', why: 'nothing whole on disk for this scope' } // the offline answer says why
     if (info.verb === 'get') return { kind: 'declined', why: 'the watch cache is not initialized yet' } // as the apiserver, which reads etcd then
     return answer(failure(429, `the watch cache for ${info.resource} (${describe(info)}) is not initialized yet`, 'TooManyRequests', { retryAfterSeconds: 1 }))

@@ -13,7 +13,7 @@ export interface OfflineWatch {
   end(): void
 }
 
-export function runOfflineWatch(start: OfflineWatchStart, sink: FrameSink, bookmarkIntervalMs: number, stallMs = 60_000): OfflineWatch {
+export function runOfflineWatch(start: OfflineWatchStart, sink: FrameSink, bookmarkIntervalMs: number, stallMs = 60_000, onStalled?: () => void): OfflineWatch {
   const { format, filter, kind, apiVersion, resourceVersion } = start
   // "state, then changes": the cached state as ADDED events, like the apiserver's initial events
   function* initial(): Generator<Buffer> {
@@ -33,7 +33,10 @@ export function runOfflineWatch(start: OfflineWatchStart, sink: FrameSink, bookm
   void writeAsTaken(sink, initial(), stallMs).then(whole => {
     if (ended) return
     // a client that stopped reading its initial state is cut off: it must not take it as whole
-    if (!whole) return sink.abort()
+    if (!whole) {
+      onStalled?.()
+      return sink.abort()
+    }
     if (start.initialEventsEnd) sink.write(bookmarkFrame(format, kind, apiVersion, resourceVersion, true))
     if (start.allowBookmarks) timers.push(setInterval(() => sink.write(bookmarkFrame(format, kind, apiVersion, resourceVersion, false)), bookmarkIntervalMs))
   })

@@ -32,7 +32,8 @@ export async function streamWatch(
   stages: WatchStages = {},
   silenceMs = 0,
   stallMs = 0,
-): Promise<void> {
+): Promise<'ended' | 'stalled'> {
+  let stalled = false
   const frames = pipeline(body, splitter, () => {})
   const write = async (out: Buffer | Buffer[]) => {
     const list = Array.isArray(out) ? out : [out]
@@ -40,6 +41,7 @@ export async function streamWatch(
       if (sink.closed) return
       if (sink.write(frame) || (await sink.drained(stallMs > 0 ? stallMs : undefined))) continue
       // the client took nothing for stallMs: it is cut off, and the apiserver's watch with it
+      stalled = true
       sink.abort()
       body.destroy()
       return
@@ -72,6 +74,7 @@ export async function streamWatch(
     body.destroy()
     sink.end()
   }
+  return stalled ? 'stalled' : 'ended'
 }
 
 /**

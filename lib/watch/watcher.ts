@@ -20,6 +20,9 @@ import { eventInSelection, selects } from './selection.ts'
 import type { WireFormat } from '../api/wire-format.ts'
 import { bookmarkFrame, errorFrame, eventFrame } from '../api/watch-event-frames.ts'
 
+/** Why a watcher ended: its client left, timeoutSeconds, a slow client (past its backlog, or stalled), 410, or the hub ended it. */
+export type WatcherEnd = 'client' | 'timeout' | 'backlog' | 'stalled' | 'expired' | 'ended'
+
 export interface WatcherOptions {
   filter?: ResponseFilter
   allowBookmarks: boolean
@@ -35,7 +38,7 @@ export interface WatcherOptions {
   /** a client that takes nothing of what waits for it this long is closed (default a minute) */
   stallTimeoutMs?: number
   onRefilterSent?(count: number): void
-  onClosed?(why: 'client' | 'timeout' | 'slow' | 'expired' | 'ended'): void
+  onClosed?(why: WatcherEnd): void
 }
 
 const defaultBudgetBytes = 4 * 1024 * 1024
@@ -139,7 +142,7 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
     }
     const whole = await writeAsTaken(this.sink, frames(), options.stallTimeoutMs ?? defaultStallMs)
     if (this.closed) return
-    if (!whole) return this.close('slow')
+    if (!whole) return this.close('stalled')
     if (options.sendInitialEvents) this.write([bookmarkFrame(format, cache.kind, cache.apiVersion, resourceVersion.toString(), true)])
     this.write(tracker?.advance(resourceVersion) ?? [])
     const waiting = this.waiting ?? []
@@ -152,7 +155,7 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
     if (!this.waiting) return next()
     this.waiting.push(next)
     // the cache's events are shared: this holds references, but not for ever
-    if (this.waiting.length > maxWaiting) this.close('slow')
+    if (this.waiting.length > maxWaiting) this.close('backlog')
   }
 
   onEvent(event: CacheEvent): void {
@@ -206,14 +209,14 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
     if (this.closed || out.length === 0) return
     let behind = false
     for (const frame of out) if (!this.sink.write(frame)) behind = true
-    if (this.sink.backlog > (this.options.budgetBytes ?? defaultBudgetBytes)) return this.close('slow')
+    if (this.sink.backlog > (this.options.budgetBytes ?? defaultBudgetBytes)) return this.close('backlog')
     if (behind) this.watchStall()
   }
 
   /** The client is behind: it is closed unless it takes what waits for it within the stall timeout. */
   private watchStall(): void {
     if (this.stallTimer) return
-    this.stallTimer = setTimeout(() => this.close('slow'), this.options.stallTimeoutMs ?? defaultStallMs)
+    this.stallTimer = setTimeout(() => this.close('stalled'), this.options.stallTimeoutMs ?? defaultStallMs)
     this.stallTimer.unref()
     void this.sink.drained().then(() => {
       clearTimeout(this.stallTimer)
@@ -221,7 +224,7 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
     })
   }
 
-  close(why: 'client' | 'timeout' | 'slow' | 'expired' | 'ended'): void {
+  close(why: WatcherEnd): void {
     if (this.closed) return
     this.closed = true
     this.waiting = undefined
@@ -229,7 +232,7 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
     this.unsubscribe()
     this.tracker?.close()
     for (const timer of this.timers) clearTimeout(timer)
-    if (why === 'slow') this.sink.abort()
+    if (why === 'backlog' || why === 'stalled') this.sink.abort()
     else this.sink.end()
     this.options.onClosed?.(why)
   }
