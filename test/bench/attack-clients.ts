@@ -99,6 +99,12 @@ export async function loopUntil(url: string, headers: Record<string, string>, st
   }
 }
 
+export interface Kept {
+  heap: number
+  external: number
+  total: number
+}
+
 /**
  * The hub's memory after a full GC (V8 heap used + external memory: Buffers), through its inspector,
  * turned on by SIGUSR1 as `node --inspect` would (127.0.0.1:9229); undefined when it cannot be.
@@ -142,7 +148,7 @@ export class HeapProbe {
   }
 
   /** MiB the hub's heap and Buffers hold after two full GCs. */
-  async retained(): Promise<{ heap: number; external: number; total: number }> {
+  async retained(): Promise<Kept> {
     await this.call('HeapProfiler.collectGarbage')
     await this.call('HeapProfiler.collectGarbage')
     const result = await this.call('Runtime.evaluate', { expression: 'JSON.stringify(process.memoryUsage())', returnByValue: true })
@@ -176,6 +182,13 @@ export function alive(hub: HubProcess): void {
 export function state(hub: HubProcess): { rss: number; hwm: number; fds: number } {
   alive(hub)
   return { ...hub.memory(), fds: fdCount(hub.pid) }
+}
+
+/** The hub's RSS before and after a full GC (when its heap can be read), and what its heap and Buffers keep then. */
+export async function snapshot(hub: HubProcess, probe: HeapProbe | undefined): Promise<ReturnType<typeof state> & { rssBeforeGc: number; kept?: Kept }> {
+  const rssBeforeGc = state(hub).rss
+  const kept = await probe?.retained()
+  return { ...state(hub), rssBeforeGc, kept }
 }
 
 /** Requests `path` until the hub answers 200 (429 while a shared cache's first list is not in). */

@@ -15,7 +15,7 @@ import type { OpenWatch } from './load.ts'
 import { figureRow, guarded, ratioRow } from './report.ts'
 import type { Row } from './report.ts'
 import { eventDelays, fdCount, getOnSocket, HeapProbe, kubeProxyEventWatch, kubeProxySelector, loopUntil, nodePath, p99 } from './attack-clients.ts'
-import { slices, state, unreadRequest, until200, warmNodeGet, watchQuery, withHub } from './attack-clients.ts'
+import { slices, snapshot, state, unreadRequest, until200, warmNodeGet, watchQuery, withHub } from './attack-clients.ts'
 import type { Unread } from './attack-clients.ts'
 
 export interface AttackCounts {
@@ -240,7 +240,7 @@ async function readingRow(ctx: Context, counts: AttackCounts, reader: Reader, ro
         await sleep(ctx.counts.settleMs)
         const getMs = ctx.counts.getSeconds * 1000
         const idleGets = reader.timeGets ? await loopUntil(hub.url + nodePath, kubelet, () => true, getMs) : []
-        const before = { ...state(hub), kept: await probe?.retained() }
+        const before = await snapshot(hub, probe)
 
         let streamed = false
         const started = performance.now()
@@ -254,7 +254,7 @@ async function readingRow(ctx: Context, counts: AttackCounts, reader: Reader, ro
         const streamMs = performance.now() - started
         const loadedGets = await loaded
         await sleep(ctx.counts.settleMs)
-        const after = { ...state(hub), kept: await probe?.retained() }
+        const after = await snapshot(hub, probe)
         const openGets = reader.timeGets ? await loopUntil(hub.url + nodePath, kubelet, () => true, getMs) : []
 
         const rssPerWatch = (after.rss - before.rss) / n
@@ -262,7 +262,7 @@ async function readingRow(ctx: Context, counts: AttackCounts, reader: Reader, ro
         const figure = keptPerWatch ?? rssPerWatch
         const how =
           before.kept && after.kept
-            ? `heap + Buffers after a full GC (the hub's inspector): ${mib(before.kept.total)} → ${mib(after.kept.total)} (heap ${mib(before.kept.heap)} → ${mib(after.kept.heap)}), / ${n}; RSS ${mib(before.rss)} → ${mib(after.rss)}, ${rssPerWatch.toFixed(2)} MiB per watch`
+            ? `heap + Buffers after a full GC (the hub's inspector): ${mib(before.kept.total)} → ${mib(after.kept.total)} (heap ${mib(before.kept.heap)} → ${mib(after.kept.heap)}), / ${n}; RSS after the GC ${mib(before.rss)} → ${mib(after.rss)}, ${rssPerWatch.toFixed(2)} MiB per watch (before the GC ${mib(after.rssBeforeGc)})`
             : `RSS ${mib(before.rss)} → ${mib(after.rss)} / ${n}, ${ctx.counts.settleMs} ms after the last initial event (the hub's heap could not be read: its inspector did not start)`
         const result = [
           figureRow(
@@ -318,7 +318,7 @@ async function pagedRows(ctx: Context, counts: AttackCounts, rows: Row[]): Promi
       const probe = await HeapProbe.open(hub)
       try {
         await sleep(ctx.counts.settleMs)
-        const before = { ...state(hub), kept: await probe?.retained() }
+        const before = await snapshot(hub, probe)
         let bytes = 0
         for (let i = 0; i < counts.pagedLists; i++) {
           await ctx.sim.call('modifySlices', { count: 1 }) // a new resourceVersion: each list's continue token its own
@@ -329,8 +329,11 @@ async function pagedRows(ctx: Context, counts: AttackCounts, rows: Row[]): Promi
           bytes += body.length
         }
         await sleep(ctx.counts.settleMs)
-        const after = { ...state(hub), kept: await probe?.retained() }
-        const kept = before.kept && after.kept ? `; heap + Buffers after a full GC ${mib(before.kept.total)} → ${mib(after.kept.total)}` : ''
+        const after = await snapshot(hub, probe)
+        const kept =
+          before.kept && after.kept
+            ? ` (after a full GC; ${mib(after.rssBeforeGc)} before it); heap + Buffers after the GC ${mib(before.kept.total)} → ${mib(after.kept.total)}`
+            : ''
         return [
           ratioRow(
             {
