@@ -71,12 +71,27 @@ function labelOfBytes(raw: Buffer, kind: string): () => string {
   }
 }
 
+/** What the steps made of one stored object, and what they reported doing, told again on each reuse. */
+export interface FilteredObject {
+  out: Buffer | null
+  reports: ((report: StepReport) => void)[]
+}
+
+/**
+ * Filtered objects by their stored body, for one set of steps while nothing they read changes
+ * (the registry drops it when something does): every client of the same filters shares one
+ * filtered copy of an object, however many lists and watches it is sent in.
+ */
+export type FilteredObjects = WeakMap<Buffer, FilteredObject>
+
 export class FilterChain implements ResponseFilter {
   readonly names: readonly string[]
 
   constructor(
     private readonly steps: Step[],
-    private readonly report: StepReport,
+    private report: StepReport,
+    /** the filtered objects shared while nothing the steps read changes: asked each time, as that may change under a long watch */
+    private readonly shared?: () => FilteredObjects,
   ) {
     this.names = steps.map(s => s.name)
   }
@@ -170,7 +185,36 @@ export class FilterChain implements ResponseFilter {
   }
 
   object(format: WireFormat, apiVersion: string, kind: string, body: Buffer): Buffer | null {
-    return format === 'protobuf' ? this.runProtobuf(body, kind, apiVersion) : this.runJsonBytes(body, kind, apiVersion)
+    const run = () => (format === 'protobuf' ? this.runProtobuf(body, kind, apiVersion) : this.runJsonBytes(body, kind, apiVersion))
+    const shared = this.shared?.()
+    if (!shared) return run()
+    const known = shared.get(body)
+    if (known) {
+      for (const tell of known.reports) tell(this.report)
+      return known.out
+    }
+    const reports: FilteredObject['reports'] = []
+    let failed = false
+    const real = this.report
+    this.report = {
+      ran: name => reports.push(report => report.ran(name)),
+      changed: (name, what) => reports.push(report => report.changed(name, what)),
+      dropped: (name, what) => reports.push(report => report.dropped(name, what)),
+      failed: (name, what, error) => {
+        failed = true
+        real.failed(name, what, error)
+      },
+    }
+    let out: Buffer | null
+    try {
+      out = run()
+    } finally {
+      this.report = real
+    }
+    // a failure is told each time it happens, and not kept: the object passed as it is
+    for (const tell of reports) tell(real)
+    if (!failed) shared.set(body, { out, reports })
+    return out
   }
 
   body(format: WireFormat, body: Buffer): Buffer | null {

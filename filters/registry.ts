@@ -6,7 +6,7 @@
 import type { Logger } from 'pino'
 import type { RequestInfo } from '../lib/api/requestinfo.ts'
 import { FilterChain } from './chain.ts'
-import type { ResponseFilter, Step, StepReport } from './chain.ts'
+import type { FilteredObjects, ResponseFilter, Step, StepReport } from './chain.ts'
 import { filterEndpointsObject, filterSliceJsonBytes } from './servicetopology.ts'
 import type { EndpointsKind, ServiceTopologyInput } from './servicetopology.ts'
 import { filterEndpointsRaw } from './servicetopology-protobuf.ts'
@@ -151,6 +151,8 @@ export class FilterRegistry {
   private readonly reports = new Map<string, Tally>()
   private readonly steps = new Map<string, Step>()
   private readonly warned = new Set<string>()
+  /** per set of steps, what they made of each stored object while nothing they read has changed */
+  private readonly filtered = new Map<string, FilteredObjects>()
   private input: ServiceTopologyInput | undefined
 
   constructor(
@@ -187,6 +189,12 @@ export class FilterRegistry {
   /** The context changed: the next filtering reads it afresh. */
   invalidate(): void {
     this.input = undefined
+    this.forgetFiltered()
+  }
+
+  /** What the filters made of objects is forgotten (something they read is about to change). */
+  forgetFiltered(): void {
+    this.filtered.clear()
   }
 
   topologyInput(): ServiceTopologyInput {
@@ -245,7 +253,13 @@ export class FilterRegistry {
       if (spec.name === 'servicetopology' && !this.provider.known) continue
       steps.push(step)
     }
-    return steps.length > 0 ? new FilterChain(steps, this.report) : undefined
+    if (steps.length === 0) return undefined
+    const key = steps.map(step => step.name).join(',')
+    return new FilterChain(steps, this.report, () => {
+      let shared = this.filtered.get(key)
+      if (!shared) this.filtered.set(key, (shared = new WeakMap()))
+      return shared
+    })
   }
 
   /** What each filter did so far (the metrics read these when scraped: no counter is touched per object). */

@@ -234,7 +234,11 @@ async function startWithCache(
   metrics.observeWatchCaches(() => watchCaches.describe())
   // what a filtered watch was shown is worked out before anything the filters read changes: the
   // topology source's own state (live), and the context the filters took from it (until invalidated)
-  topology.on('beforechange', () => filteredWatches.settle())
+  // (then what the filters made of objects, shared by every client, is forgotten: it is about to change)
+  topology.on('beforechange', () => {
+    filteredWatches.settle()
+    filters.forgetFiltered()
+  })
   topology.on('change', () => {
     const watches = filteredWatches.change(() => filters.invalidate())
     log.info({ pool: topology.nodePool, watches }, 'topology changed')

@@ -358,3 +358,28 @@ t.test('a watch of a watch cache keeps the cache’s objects, not copies: well u
     watches.length = 0 // unreachable before the next measurement starts
   }
 })
+
+t.test('clients of the same filters share what they made of an object until something they read changes', async t => {
+  const { registry, change } = topology()
+  const objects = watchFrames(fixtureBytes('watch-endpointslices.pb')).map(frame => decodeUnknown(decodeWatchEvent(frame).object))
+  const [first, second] = [registry.forRequest(sliceWatch())!, registry.forRequest(sliceWatch())!]
+  const ran = () => registry.tallies().find(r => r.name === 'servicetopology')!.ran
+  let changed = 0
+  for (const o of objects) {
+    const raw = Buffer.from(o.raw)
+    const mine = first.object('protobuf', o.apiVersion, o.kind, raw)
+    const before = ran()
+    const theirs = second.object('protobuf', o.apiVersion, o.kind, raw)
+    t.equal(theirs, mine, 'the same Buffer, not a copy')
+    t.equal(ran(), before + 1, 'still counted for each client')
+    if (mine !== raw) changed++
+  }
+  t.ok(changed > 0, `${changed} of ${objects.length} objects changed by the filter, shared`)
+  const raw = Buffer.from(objects.find(o => objectMeta(Buffer.from(o.raw)).name === 'svc-ud1-abcde')!.raw)
+  const shown = first.object('protobuf', 'discovery.k8s.io/v1', 'EndpointSlice', raw)
+  t.equal(second.object('protobuf', 'discovery.k8s.io/v1', 'EndpointSlice', raw), shown)
+  change('default/svc-ud1', 'kubernetes.io/hostname')
+  const now = second.object('protobuf', 'discovery.k8s.io/v1', 'EndpointSlice', raw)
+  t.not(now, shown, 'filtered again once what the filters read changed')
+  t.notOk(now?.equals(shown!), 'and filtered differently')
+})
