@@ -28,7 +28,7 @@ import { FilteredWatches } from './watch/filtered-watches.ts'
 import { RememberedLists } from './watch/remembered-lists.ts'
 import { WatchCaches } from './watch/watch-caches.ts'
 import { Router } from './front/router.ts'
-import { InflightLimiter } from './front/inflight.ts'
+import { BodyBudget, defaultBodyBudgetBytes, InflightLimiter } from './front/inflight.ts'
 import { UpstreamAnswerer } from './front/upstream-answerer.ts'
 import { WatchCacheAnswerer } from './front/watch-cache-answerer.ts'
 import { OfflineAnswerer } from './front/offline-answerer.ts'
@@ -294,7 +294,7 @@ async function startWithCache(
     },
     log,
     observer: metrics,
-    body: { maxBytes: config.maxRequestBytes, idleMs: config.headerTimeoutMs },
+    body: { maxBytes: config.maxRequestBytes, idleMs: config.headerTimeoutMs, budget: new BodyBudget(defaultBodyBudgetBytes) },
   })
   const limits = { headerTimeoutMs: config.headerTimeoutMs, idleTimeoutMs: config.idleTimeoutMs }
   const proxy = createProxyServer({ ...limits, handle: router.handlerFor(), upgrades: { upstream, limiter }, logger: log })

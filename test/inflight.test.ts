@@ -1,8 +1,9 @@
 // Requests served at once (--max-requests-inflight, --max-long-running): past the cap a 429 Status
 // with Retry-After, as kube-apiserver answers; kubelet and kube-proxy keep a share no one else gets.
 import t from 'tap'
+import net from 'node:net'
 import { request } from 'undici'
-import { InflightLimiter, reservedShare } from '../lib/front/inflight.ts'
+import { BodyBudget, defaultBodyBudgetBytes, InflightLimiter, reservedShare } from '../lib/front/inflight.ts'
 import type { Slot } from '../lib/front/inflight.ts'
 import { isStatus } from '../lib/api/status.ts'
 import type { Status } from '../lib/api/status.ts'
@@ -66,4 +67,70 @@ t.test('past --max-long-running, a watch gets a 429 with Retry-After; the nodeâ€
   )
   next!.close()
   for (const w of [...pods, kubelet]) w.close()
+})
+
+t.test('request bodies held at once are capped: past the cap a 429, kubelet keeps its share, a finished request gives its bytes back', async t => {
+  const budget = new BodyBudget(100)
+  t.ok(budget.take(80, 'curl'), 'others may hold 80 % of the cap')
+  t.notOk(budget.take(1, 'curl'), 'not a byte more')
+  t.ok(budget.take(20, 'kubelet'), 'kubelet gets the rest')
+  t.notOk(budget.take(1, 'kube-proxy'), 'and the cap holds for the node too')
+  budget.give(80)
+  t.ok(budget.take(50, 'curl'), 'given back, taken again')
+
+  // live, at the hub's own cap: bodies a client sends all but their last byte of, held open
+  const h = await startHarness({ demo: true })
+  t.teardown(() => h.close())
+  const { port } = new URL(h.url)
+  const size = 3 * 1024 * 1024 - 1024
+  const held: net.Socket[] = []
+  t.teardown(() => held.forEach(s => s.destroy()))
+  /** a body sent but for its last byte; `read`: resolves once the hub has taken it all (else at once) */
+  const hold = (userAgent: string, read = true) =>
+    new Promise<net.Socket>((resolve, reject) => {
+      const socket = net.connect(Number(port), '127.0.0.1', () => {
+        socket.write(
+          `POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: outpost\r\nUser-Agent: ${userAgent}\r\nContent-Type: application/json\r\nContent-Length: ${size}\r\n\r\n`,
+        )
+        const body = Buffer.alloc(size - 1, 0x20) // a ConfigMap, then blanks: valid JSON once the last byte comes
+        body.write('{"apiVersion":"v1","kind":"ConfigMap","metadata":{"generateName":"held-"}}')
+        socket.write(body, () => read && resolve(socket))
+        if (!read) resolve(socket)
+      })
+      socket.on('error', reject)
+      held.push(socket)
+    })
+  /** the head of the answer (a keep-alive connection stays open after it) */
+  const answerOf = (socket: net.Socket) =>
+    new Promise<string>(resolve => {
+      let text = ''
+      socket.on('data', chunk => {
+        text += chunk.toString()
+        if (text.includes('\r\n\r\n')) resolve(text)
+      })
+      socket.on('close', () => resolve(text))
+    })
+  const forOthers = Math.floor((defaultBodyBudgetBytes * (1 - reservedShare)) / size)
+  for (let i = 0; i < forOthers; i++) await hold('curl/8.0')
+  const refused = await hold('curl/8.0', false)
+  const answer = await answerOf(refused)
+  t.match(answer, /^HTTP\/1.1 429/, `the body past ${forOthers} held ones is refused`)
+  t.match(answer, /retry-after: 1/i)
+  const kubelet = await hold('kubelet/v1.33.0')
+  kubelet.write(' ')
+  t.match(await answerOf(kubelet), /^HTTP\/1.1 201/, 'kubeletâ€™s write still passes')
+  for (const socket of held.splice(0)) socket.destroy()
+  await eventually(
+    async () => {
+      const res = await request(`${h.url}/api/v1/namespaces/default/configmaps`, {
+        method: 'POST',
+        headers: { 'user-agent': 'curl/8.0', 'content-type': 'application/json' },
+        body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { generateName: 'after-' }, data: { pad: 'x'.repeat(size - 200) } }),
+      })
+      await res.body.dump()
+      return res.statusCode === 201
+    },
+    10_000,
+    'the bytes given back once the held requests are gone',
+  )
 })

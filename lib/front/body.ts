@@ -16,6 +16,14 @@ export class BodyTimeoutError extends Error {
   }
 }
 
+/** The request bodies being held have reached their cap (BodyBudget): the client retries. */
+export class BodyBudgetError extends Error {
+  constructor() {
+    super('request bodies held at once are at their cap')
+    this.name = 'BodyBudgetError'
+  }
+}
+
 export function hasBody(req: IncomingMessage): boolean {
   const length = req.headers['content-length']
   return (length !== undefined && length !== '0') || req.headers['transfer-encoding'] !== undefined
@@ -25,7 +33,7 @@ export function hasBody(req: IncomingMessage): boolean {
  * The whole body, refused past `limit` bytes, and given up on when a chunk takes longer than
  * `idleMs` to come. The socket stays usable for the error answer; the caller closes it after.
  */
-export function readBody(req: IncomingMessage, limit: number, idleMs = 0): Promise<Buffer> {
+export function readBody(req: IncomingMessage, limit: number, idleMs = 0, reserve?: (bytes: number) => boolean): Promise<Buffer> {
   const declared = Number(req.headers['content-length'])
   if (Number.isFinite(declared) && declared > limit) return Promise.reject(new BodyTooLargeError(limit))
   return new Promise((resolve, reject) => {
@@ -47,6 +55,7 @@ export function readBody(req: IncomingMessage, limit: number, idleMs = 0): Promi
     const onData = (chunk: Buffer) => {
       size += chunk.length
       if (size > limit) return finish(new BodyTooLargeError(limit))
+      if (reserve && !reserve(chunk.length)) return finish(new BodyBudgetError())
       chunks.push(chunk)
       arm()
     }

@@ -59,3 +59,38 @@ export class InflightLimiter {
     return { ...this.inUse }
   }
 }
+
+/**
+ * Bytes of request bodies held at once. A body is read whole (so a request can go to the next
+ * apiserver after a connection failure) and held until its response is done: 200 requests of
+ * 3 MiB each would be 600 MiB. Past the cap, a 429 as for a request over --max-requests-inflight;
+ * kubelet and kube-proxy keep their share.
+ */
+export class BodyBudget {
+  private held = 0
+
+  constructor(readonly maxBytes: number) {}
+
+  /** Takes `bytes` for a request of `component`; false when that would pass its part of the cap. */
+  take(bytes: number, component: string): boolean {
+    const limit = nodeComponents.has(component) ? this.maxBytes : this.maxBytes * (1 - reservedShare)
+    if (this.held + bytes > limit) return false
+    this.held += bytes
+    return true
+  }
+
+  give(bytes: number): void {
+    this.held -= bytes
+  }
+
+  get heldBytes(): number {
+    return this.held
+  }
+}
+
+/** Request bodies held at once: 20 of the apiserver's largest (3 MiB) */
+export const defaultBodyBudgetBytes = 64 * 1024 * 1024
+
+export function bodyBudgetExceeded(maxBytes: number): Status {
+  return failure(429, `too many request bodies at once: the hub holds at most ${maxBytes} bytes of them; retry`, 'TooManyRequests', { retryAfterSeconds: 1 })
+}

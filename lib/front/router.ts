@@ -13,14 +13,15 @@ import type { CachePolicy } from '../cache/recorder.ts'
 import { isDiscoveryDocument } from '../cache/documents.ts'
 import type { ResponseFilter } from '../../filters/registry.ts'
 import type { Source } from '../observe/metrics.ts'
-import { BodyTimeoutError, BodyTooLargeError, hasBody, readBody } from './body.ts'
+import { BodyBudgetError, BodyTimeoutError, BodyTooLargeError, hasBody, readBody } from './body.ts'
 import { impersonationProblem, ownCredentials } from './authn.ts'
 import type { Authenticate } from './authn.ts'
 import { planRequest } from './plan.ts'
 import type { Route } from './plan.ts'
 import { sendStatus } from './respond.ts'
 import { isStatus } from '../api/status.ts'
-import type { InflightLimiter } from './inflight.ts'
+import { bodyBudgetExceeded } from './inflight.ts'
+import type { BodyBudget, InflightLimiter } from './inflight.ts'
 import { ClientGone } from './answerer.ts'
 import type { Answerer, Call, Outcome } from './answerer.ts'
 
@@ -42,7 +43,8 @@ export interface RouterOptions {
   log: Logger
   observer?: { requestDone(info: RequestInfo, code: number, source: Source, seconds: number): void }
   /** request bodies: at most maxBytes, and no longer than idleMs between chunks */
-  body: { maxBytes: number; idleMs: number }
+  /** request bodies: each at most maxBytes; all held at once at most what the budget allows */
+  body: { maxBytes: number; idleMs: number; budget?: BodyBudget }
   /** requests served at once (undefined: no cap, as on the pool port, which caps per peer) */
   limiter?: InflightLimiter
 }
@@ -103,12 +105,23 @@ export class Router {
     }
     let body: Buffer | undefined
     if (hasBody(req)) {
+      const budget = this.options.body.budget
+      let held = 0
+      const reserve = budget
+        ? (bytes: number) => {
+            if (!budget.take(bytes, info.component)) return false
+            held += bytes
+            return true
+          }
+        : undefined
+      if (budget) res.once('close', () => budget.give(held))
       try {
-        body = await readBody(req, this.options.body.maxBytes, this.options.body.idleMs)
+        body = await readBody(req, this.options.body.maxBytes, this.options.body.idleMs, reserve)
       } catch (error) {
         // the rest of the body is not read: the connection cannot carry another request
         res.shouldKeepAlive = false
         if (error instanceof BodyTooLargeError) sendStatus(res, failure(413, error.message))
+        else if (error instanceof BodyBudgetError) sendStatus(res, bodyBudgetExceeded(budget!.maxBytes))
         else if (error instanceof BodyTimeoutError) sendStatus(res, failure(408, error.message, 'Timeout'))
         else res.destroy()
         return 'hub'
