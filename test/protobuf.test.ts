@@ -1,4 +1,5 @@
 import t from 'tap'
+import { eventFrameParts } from '../lib/api/watch-event-frames.ts'
 import { watchFrames } from './helpers/fixtures.ts'
 import { readFileSync } from 'node:fs'
 import {
@@ -311,4 +312,22 @@ t.test('malformed input', async t => {
     everyDecoder(input)
   }
   t.pass('4000 garbage inputs: only ProtobufErrors')
+})
+
+t.test('a watch event in parts is the same frame, byte for byte, with the object’s bytes not copied', async t => {
+  for (const format of ['json', 'protobuf'] as const) {
+    for (const size of [0, 1, 127, 128, 16_383, 16_384, 300_000]) {
+      const object = Buffer.alloc(size, format === 'json' ? 0x20 : 7)
+      for (const type of ['ADDED', 'MODIFIED', 'DELETED']) {
+        const parts = eventFrameParts(format, type, 'discovery.k8s.io/v1', 'EndpointSlice', object)
+        const whole =
+          format === 'protobuf'
+            ? encodeWatchEvent(type, encodeUnknown({ apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', raw: object }))
+            : Buffer.from(`{"type":"${type}","object":${object.toString()}}\n`)
+        if (!Buffer.concat(parts).equals(whole)) t.fail(`${format} ${type} of ${size} bytes differs`)
+        if (!parts.includes(object)) t.fail(`${format} ${type} of ${size} bytes copied the object`)
+      }
+    }
+  }
+  t.pass('JSON and protobuf, ADDED, MODIFIED and DELETED, objects of 0 to 300,000 bytes')
 })

@@ -18,6 +18,10 @@ import { streamWatch } from '../lib/watch/pipeline.ts'
 import { responseSink } from '../lib/front/respond.ts'
 import { WatchFrameSplitter } from '../lib/api/frames.ts'
 import type { CachedObject } from '../lib/cache/types.ts'
+import type { Frame } from '../lib/watch/frame-sink.ts'
+
+/** a frame as the client gets it */
+const whole = (frame: Frame): Buffer => (Buffer.isBuffer(frame) ? frame : Buffer.concat(frame))
 
 function topology() {
   const context = recordedContext('kind-worker2')
@@ -36,7 +40,7 @@ const sliceWatch = (query = '') => classify('GET', `/apis/discovery.k8s.io/v1/en
 t.test('protobuf frames: filtered once, tracked, and re-filtered when an annotation changes', async t => {
   const { registry, change } = topology()
   const filter = registry.forRequest(sliceWatch())!
-  const queue: (() => Buffer[])[] = []
+  const queue: (() => Frame[])[] = []
   const watch = new FilteredWatch('protobuf', filter, produce => queue.push(produce))
 
   const input = watchFrames(fixtureBytes('watch-endpointslices.pb'))
@@ -54,7 +58,7 @@ t.test('protobuf frames: filtered once, tracked, and re-filtered when an annotat
   t.equal(queue.length, 1, 'two changes before its turn share one re-filter')
   const injected = queue.shift()!()
   t.equal(injected.length, 1, 'one object filters differently now')
-  const event = decodeWatchEvent(injected[0])
+  const event = decodeWatchEvent(whole(injected[0]))
   t.equal(event.type, 'MODIFIED')
   const meta = objectMeta(Buffer.from(decodeUnknown(event.object).raw))
   t.equal(meta.name, 'svc-ud1-abcde')
@@ -67,7 +71,7 @@ t.test('protobuf frames: filtered once, tracked, and re-filtered when an annotat
 t.test('an object that is the newest thing in its stream waits for the stream to move on', async t => {
   const { registry, change } = topology()
   const filter = registry.forRequest(sliceWatch())!
-  const queue: (() => Buffer[])[] = []
+  const queue: (() => Frame[])[] = []
   const list = fixtureJson('list-endpointslices.json')
   const watch = new FilteredWatch('json', filter, produce => queue.push(produce), { startResourceVersion: '200', deferMs: 60_000 })
   const slice = list.items.find((s: any) => s.metadata.name === 'svc-ud1-abcde')
@@ -90,7 +94,7 @@ t.test('an object that is the newest thing in its stream waits for the stream to
   )
   const out = watch.take(bookmark)
   t.equal(out.length, 2, 'the BOOKMARK, then the waiting event')
-  const event = JSON.parse(out[1].toString())
+  const event = JSON.parse(whole(out[1]).toString())
   t.equal(event.type, 'MODIFIED')
   t.equal(event.object.metadata.resourceVersion, '230', 'at the version the stream has now reached')
   t.same(
@@ -143,7 +147,7 @@ t.test('through the pipeline, a re-filter waiting behind a slow frame uses that 
         return watch.take(frame)
       },
       onInject: inject => {
-        const traced = (produce: () => Buffer[]) => {
+        const traced = (produce: () => Frame[]) => {
           steps.push('re-filter queued')
           inject(() => {
             steps.push('re-filter run')
@@ -203,7 +207,7 @@ t.test('a seed is filtered when it is first needed, as it read before the change
     body: Buffer.from(JSON.stringify({ kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', ...slice })),
   }))
   t.ok(seeds.length > 1)
-  const queue: (() => Buffer[])[] = []
+  const queue: (() => Frame[])[] = []
   const watch = new FilteredWatch('json', filter, produce => queue.push(produce), { startResourceVersion: '200', deferMs: 60_000 })
   const before = ran()
   watch.seed(seeds)
@@ -228,7 +232,7 @@ t.test('a seed is filtered when it is first needed, as it read before the change
   const settledOut = watch
     .take(bookmark)
     .slice(1)
-    .map(f => JSON.parse(f.toString()))
+    .map(f => JSON.parse(whole(f).toString()))
   t.same(
     settledOut.map(e => [e.type, e.object.metadata.name]),
     [['MODIFIED', 'svc-ud1-abcde']],
@@ -253,11 +257,11 @@ t.test('what an event was shown is not kept, and is worked out again as it read 
         object: { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', ...original, metadata: { ...original.metadata, resourceVersion: rv } },
       }) + '\n',
     )
-  const addresses = (out: Buffer) =>
-    JSON.parse(out.toString())
+  const addresses = (out: Frame) =>
+    JSON.parse(whole(out).toString())
       .object.endpoints.map((e: any) => e.addresses[0])
       .sort()
-  const queue: (() => Buffer[])[] = []
+  const queue: (() => Frame[])[] = []
   const watch = new FilteredWatch('json', filter, produce => queue.push(produce), { startResourceVersion: '200', deferMs: 60_000 })
 
   const [first] = watch.take(frame('210'))
@@ -310,7 +314,7 @@ t.test('a seeded object a filter may drop: the client is taken to have it only i
   })
   const watch = new FilteredWatch('json', filter, () => {}, { startResourceVersion: '10' })
   watch.seed([cached(service('cloud', true, '5')), cached(service('edge', false, '6'))])
-  const event = (type: string, object: any) => watch.take(Buffer.from(JSON.stringify({ type, object }) + '\n')).map(f => JSON.parse(f.toString()))
+  const event = (type: string, object: any) => watch.take(Buffer.from(JSON.stringify({ type, object }) + '\n')).map(f => JSON.parse(whole(f).toString()))
   t.same(
     event('MODIFIED', service('cloud', false, '11')).map(e => e.type),
     ['ADDED'],

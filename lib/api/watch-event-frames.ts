@@ -3,7 +3,7 @@
 // is a runtime.Unknown. BOOKMARKs of the hub's own making carry only the kind and a resourceVersion,
 // plus, at the end of WatchList's initial events, the annotation `k8s.io/initial-events-end: "true"`
 // that tells a client-go reflector it is in sync.
-import { encodeUnknown, encodeWatchEvent } from '../codec/protobuf.ts'
+import { encodeUnknown, encodeWatchEvent, k8sMagic } from '../codec/protobuf.ts'
 import { encodeBody } from '../codec/typed.ts'
 import { lenFieldSize, writeLenHeader, writeStringField } from '../codec/wire.ts'
 import type { WireFormat } from './wire-format.ts'
@@ -14,13 +14,48 @@ const jsonEventStarts = new Map<string, Buffer>()
 
 /** An event of `type` for an object (JSON text, or the raw protobuf message of its kind). */
 export function eventFrame(format: WireFormat, type: string, apiVersion: string, kind: string, object: Buffer): Buffer {
-  if (format === 'protobuf') return encodeWatchEvent(type, encodeUnknown({ apiVersion, kind, raw: object }))
+  return Buffer.concat(eventFrameParts(format, type, apiVersion, kind, object))
+}
+
+/**
+ * The same frame as parts to write in order, the object's bytes not copied: a watch's initial
+ * state of 10,000 objects is written without making 10,000 frames (JSON: a shared head and end
+ * around the object; protobuf: the headers of the frame, the WatchEvent, its RawExtension and the
+ * Unknown in one small buffer, the object, and the Unknown's empty tail).
+ */
+export function eventFrameParts(format: WireFormat, type: string, apiVersion: string, kind: string, object: Buffer): Buffer[] {
+  if (format === 'protobuf') return protobufEventParts(type, apiVersion, kind, object)
   let start = jsonEventStarts.get(type)
   if (!start) {
     start = Buffer.from(`{"type":${JSON.stringify(type)},"object":`)
     if (jsonEventStarts.size < 16) jsonEventStarts.set(type, start)
   }
-  return Buffer.concat([start, object, jsonEventEnd])
+  return [start, object, jsonEventEnd]
+}
+
+/** contentEncoding and contentType of an Unknown, both empty */
+const unknownTail = Buffer.from([(3 << 3) | 2, 0, (4 << 3) | 2, 0])
+
+function protobufEventParts(type: string, apiVersion: string, kind: string, raw: Buffer): Buffer[] {
+  const typeLen = Buffer.byteLength(type)
+  const avLen = Buffer.byteLength(apiVersion)
+  const kindLen = Buffer.byteLength(kind)
+  const typeMeta = lenFieldSize(1, avLen) + lenFieldSize(2, kindLen)
+  const unknown = 4 + lenFieldSize(1, typeMeta) + lenFieldSize(2, raw.length) + unknownTail.length
+  const extension = lenFieldSize(1, unknown)
+  const event = lenFieldSize(1, typeLen) + lenFieldSize(2, extension)
+  // everything before the object's bytes
+  const head = Buffer.allocUnsafe(4 + event - raw.length - unknownTail.length)
+  head.writeUInt32BE(event, 0)
+  let pos = writeStringField(head, 4, 1, type, typeLen)
+  pos = writeLenHeader(head, pos, 2, extension)
+  pos = writeLenHeader(head, pos, 1, unknown)
+  k8sMagic.copy(head, pos)
+  pos = writeLenHeader(head, pos + 4, 1, typeMeta)
+  pos = writeStringField(head, pos, 1, apiVersion, avLen)
+  pos = writeStringField(head, pos, 2, kind, kindLen)
+  writeLenHeader(head, pos, 2, raw.length)
+  return [head, raw, unknownTail]
 }
 
 /** The ERROR event a watch ends with (410 Expired: the client lists again). */

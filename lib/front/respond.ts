@@ -140,7 +140,10 @@ export function responseSink(res: ServerResponse): FrameSink {
         res.cork()
         process.nextTick(uncork)
       }
-      return res.write(frame)
+      if (!Array.isArray(frame)) return res.write(frame)
+      let taken = true
+      for (const part of frame) taken = res.write(part)
+      return taken
     },
     get backlog() {
       return res.writableLength

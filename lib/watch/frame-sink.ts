@@ -1,9 +1,12 @@
+/** A frame as written: whole, or in parts that make it up in order (eventFrameParts). */
+export type Frame = Buffer | readonly Buffer[]
+
 // Where a watch's frames go. Watch code (a watch cache's watcher, a relayed stream, an offline
 // watch) writes whole frames into this and never sees HTTP: lib/front/ writes the response head,
 // then hands the watch a sink over the client's response (lib/front/respond.ts responseSink).
 export interface FrameSink {
-  /** one whole frame; false: the client is behind, wait for drained() before writing more */
-  write(frame: Buffer): boolean
+  /** one whole frame, or one in parts (eventFrameParts); false: the client is behind, wait for drained() before writing more */
+  write(frame: Frame): boolean
   /** bytes written that the client has not taken yet */
   readonly backlog: number
   /** nothing more may be written: the stream was ended, or the client is gone */
@@ -19,14 +22,14 @@ export interface FrameSink {
 }
 
 /** Bytes a watch's initial state runs ahead of its client: the rest is made as the client takes it. */
-const initialAheadBytes = 256 * 1024
+const initialAheadBytes = 64 * 1024
 
 /**
  * Frames written as the client takes them, never much more than `aheadBytes` ahead, so a client
  * that does not read holds that much and not its whole initial state. Resolves false when the
  * stream closed, or the client took nothing for `stallMs` (the caller ends the stream).
  */
-export async function writeAsTaken(sink: FrameSink, frames: Iterable<Buffer>, stallMs: number, aheadBytes = initialAheadBytes): Promise<boolean> {
+export async function writeAsTaken(sink: FrameSink, frames: Iterable<Frame>, stallMs: number, aheadBytes = initialAheadBytes): Promise<boolean> {
   for (const frame of frames) {
     if (sink.closed) return false
     sink.write(frame)

@@ -2,7 +2,7 @@
 // annotated BOOKMARK that ends WatchList's initial events, then BOOKMARKs at the client's version
 // until the cloud is back (the caller ends it) or timeoutSeconds runs out. lib/cache/offline.ts
 // decides what it holds.
-import { bookmarkFrame, eventFrame } from '../api/watch-event-frames.ts'
+import { bookmarkFrame, eventFrameParts } from '../api/watch-event-frames.ts'
 import type { OfflineWatchStart } from '../cache/offline.ts'
 import { bodyIn } from '../cache/translate.ts'
 import { writeAsTaken } from './frame-sink.ts'
@@ -16,11 +16,15 @@ export interface OfflineWatch {
 export function runOfflineWatch(start: OfflineWatchStart, sink: FrameSink, bookmarkIntervalMs: number, stallMs = 60_000, onStalled?: () => void): OfflineWatch {
   const { format, filter, kind, apiVersion, resourceVersion } = start
   // "state, then changes": the cached state as ADDED events, like the apiserver's initial events
-  function* initial(): Generator<Buffer> {
+  function* initial(): Generator<Buffer | Buffer[]> {
     for (const o of start.initial) {
-      const frame = eventFrame(format, 'ADDED', o.apiVersion, o.kind, bodyIn(o, format))
-      const out = filter ? filter.frame(format, frame) : frame
-      if (out) yield out
+      const body = bodyIn(o, format)
+      if (!filter) {
+        yield eventFrameParts(format, 'ADDED', o.apiVersion, o.kind, body)
+        continue
+      }
+      const out = filter.object(format, o.apiVersion, o.kind, body)
+      if (out) yield eventFrameParts(format, 'ADDED', o.apiVersion, o.kind, out)
     }
   }
   const timers: NodeJS.Timeout[] = []

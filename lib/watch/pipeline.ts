@@ -6,15 +6,15 @@
 import { pipeline } from 'node:stream'
 import type { Readable } from 'node:stream'
 import type { WatchFrameSplitter } from '../api/frames.ts'
-import type { FrameSink } from './frame-sink.ts'
+import type { Frame, FrameSink } from './frame-sink.ts'
 
 export interface WatchStages {
   /** as each frame arrives, concurrently with earlier ones; must not reject */
   prepare?(frame: Buffer): Promise<void>
   /** at each frame's turn, in order: what to send for it (nothing, the frame, or more) */
-  take?(frame: Buffer): Buffer | Buffer[]
+  take?(frame: Buffer): Buffer | Frame[]
   /** hands over a way to queue frames of the stage's own, computed at their turn */
-  onInject?(inject: (produce: () => Buffer[]) => void): void
+  onInject?(inject: (produce: () => Frame[]) => void): void
 }
 
 /** Frames in flight (prepared, not yet written) before reading pauses: bounds memory on a slow disk. */
@@ -35,7 +35,7 @@ export async function streamWatch(
 ): Promise<'ended' | 'stalled'> {
   let stalled = false
   const frames = pipeline(body, splitter, () => {})
-  const write = async (out: Buffer | Buffer[]) => {
+  const write = async (out: Buffer | Frame[]) => {
     const list = Array.isArray(out) ? out : [out]
     for (const frame of list) {
       if (sink.closed) return

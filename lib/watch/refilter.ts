@@ -19,7 +19,8 @@ import type { CachedObject } from '../cache/types.ts'
 import type { ResponseFilter } from '../../filters/registry.ts'
 import { decodeUnknown, decodeWatchEvent, objectMeta } from '../codec/protobuf.ts'
 import { stampedBody } from './stamp.ts'
-import { eventFrame } from '../api/watch-event-frames.ts'
+import { eventFrame, eventFrameParts } from '../api/watch-event-frames.ts'
+import type { Frame } from './frame-sink.ts'
 import { watchEventRanges } from '../codec/json-scan.ts'
 import { numericVersion } from '../cache/versions.ts'
 import type { WireFormat } from '../api/wire-format.ts'
@@ -100,7 +101,7 @@ export class FilteredWatch {
     private readonly format: WireFormat,
     private readonly filter: ResponseFilter,
     /** queues frames of the hub's own into the client's stream, computed at their turn */
-    private readonly inject: (produce: () => Buffer[]) => void,
+    private readonly inject: (produce: () => Frame[]) => void,
     private readonly options: FilteredWatchOptions = {},
   ) {
     this.highWater = numericVersion(options.startResourceVersion ?? '')
@@ -167,7 +168,7 @@ export class FilteredWatch {
    * gets (the upstream's own bytes when the filter changed nothing), then any re-filtered objects
    * the stream has now moved past.
    */
-  take(frame: Buffer): Buffer[] {
+  take(frame: Buffer): Frame[] {
     let event: ObjectEvent | OtherEvent
     try {
       event = this.format === 'protobuf' ? this.decodeProtobuf(frame) : this.decodeJson(frame)
@@ -182,7 +183,7 @@ export class FilteredWatch {
    * One event of a watch cache at its turn: the object as the cache holds it, and the version the
    * stream is at after it. Returns the frames for the client, as take() does.
    */
-  takeObject(type: string, object: CachedObject, streamVersion: bigint, frame?: Buffer): Buffer[] {
+  takeObject(type: string, object: CachedObject, streamVersion: bigint, frame?: Buffer): Frame[] {
     if (streamVersion > this.highWater) this.highWater = streamVersion
     return this.takeDecoded(
       {
@@ -199,13 +200,13 @@ export class FilteredWatch {
   }
 
   /** The stream has reached a version (a BOOKMARK): objects waiting for it go out now. */
-  advance(streamVersion: bigint): Buffer[] {
+  advance(streamVersion: bigint): Frame[] {
     if (streamVersion > this.highWater) this.highWater = streamVersion
     return this.pending.size > 0 ? this.flush(false) : []
   }
 
   /** `source`: what to keep of the object (a watch cache's own object; default the event) */
-  private takeDecoded(event: ObjectEvent | OtherEvent, frame?: Buffer, source: Source | undefined = event.key === undefined ? undefined : event): Buffer[] {
+  private takeDecoded(event: ObjectEvent | OtherEvent, frame?: Buffer, source: Source | undefined = event.key === undefined ? undefined : event): Frame[] {
     if (event.resourceVersion > this.highWater) this.highWater = event.resourceVersion
     if (event.key === undefined) return [frame!, ...(this.pending.size > 0 ? this.flush(false) : [])]
     const held = this.tracked(event.key)
@@ -213,7 +214,7 @@ export class FilteredWatch {
     // the version the watch started from); otherwise the client has what it was last shown, and
     // an object the tracker never saw it has if the apiserver says so (a MODIFIED or a DELETED)
     const clientHas = event.type === 'ADDED' ? false : held ? this.clientHas(held) : true
-    const out: Buffer[] = []
+    const out: Frame[] = []
     if (event.type === 'DELETED') {
       this.objects.delete(event.key)
       this.pending.delete(event.key)
@@ -245,7 +246,9 @@ export class FilteredWatch {
         if (shown) out.push(eventFrame(this.format, 'DELETED', event.apiVersion, event.kind, this.stamped(shown, event.resourceVersion)))
       } else {
         const type = clientHas ? 'MODIFIED' : 'ADDED'
-        out.push(frame && filtered === event.body && type === event.type ? frame : eventFrame(this.format, type, event.apiVersion, event.kind, filtered))
+        if (frame) out.push(filtered === event.body && type === event.type ? frame : eventFrame(this.format, type, event.apiVersion, event.kind, filtered))
+        // from a watch cache: the object's own bytes, not copied into a frame (a watch's initial state is 10,000 of these)
+        else out.push(eventFrameParts(this.format, type, event.apiVersion, event.kind, filtered))
       }
     }
     return this.pending.size > 0 ? [...out, ...this.flush(false)] : out
@@ -273,8 +276,8 @@ export class FilteredWatch {
    * Events for the objects that need one: at the stream's newest version where the client holds an
    * older one; with `force`, changed objects also at the version the client holds.
    */
-  private flush(force: boolean): Buffer[] {
-    const out: Buffer[] = []
+  private flush(force: boolean): Frame[] {
+    const out: Frame[] = []
     const send = (tracked: Tracked, filtered: Buffer | null) => {
       // what the client is told: it changed, it appeared (no longer dropped), or it is gone (dropped now)
       const before = this.sentOf(tracked)

@@ -12,13 +12,13 @@ import type { ResponseFilter } from '../../filters/registry.ts'
 import { failure } from '../api/status.ts'
 import { FilteredWatch } from './refilter.ts'
 import { writeAsTaken } from './frame-sink.ts'
-import type { FrameSink } from './frame-sink.ts'
+import type { Frame, FrameSink } from './frame-sink.ts'
 import type { CacheEvent, CacheListener, WatchCache } from './cache.ts'
 import type { RefilterableWatch } from './filtered-watches.ts'
 import type { ParsedScope } from '../cache/scope.ts'
 import { eventInSelection, selects } from './selection.ts'
 import type { WireFormat } from '../api/wire-format.ts'
-import { bookmarkFrame, errorFrame, eventFrame } from '../api/watch-event-frames.ts'
+import { bookmarkFrame, errorFrame, eventFrame, eventFrameParts } from '../api/watch-event-frames.ts'
 
 /** Why a watcher ended: its client left, timeoutSeconds, a slow client (past its backlog, or stalled), 410, or the hub ended it. */
 export type WatcherEnd = 'client' | 'timeout' | 'backlog' | 'stalled' | 'expired' | 'ended'
@@ -134,10 +134,10 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
     const { cache, options } = this
     const tracker = this.tracker
     const format = this.format
-    function* frames(): Generator<Buffer> {
+    function* frames(): Generator<Frame> {
       for (const object of items) {
         if (tracker) yield* tracker.takeObject('ADDED', object, resourceVersion)
-        else yield eventFrame(format, 'ADDED', object.apiVersion, object.kind, object.body)
+        else yield eventFrameParts(format, 'ADDED', object.apiVersion, object.kind, object.body)
       }
     }
     const whole = await writeAsTaken(this.sink, frames(), options.stallTimeoutMs ?? defaultStallMs)
@@ -205,7 +205,7 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
     this.write([bookmarkFrame(this.format, this.cache.kind, this.cache.apiVersion, version.toString(), false), ...(this.tracker?.advance(version) ?? [])])
   }
 
-  private write(out: Buffer[]): void {
+  private write(out: Frame[]): void {
     if (this.closed || out.length === 0) return
     let behind = false
     for (const frame of out) if (!this.sink.write(frame)) behind = true
