@@ -37,25 +37,56 @@ export function eventFrameParts(format: WireFormat, type: string, apiVersion: st
 const unknownTail = Buffer.from([(3 << 3) | 2, 0, (4 << 3) | 2, 0])
 
 function protobufEventParts(type: string, apiVersion: string, kind: string, raw: Buffer): Buffer[] {
-  const typeLen = Buffer.byteLength(type)
+  const typeField = protobufTypeField(type)
+  const unknownStart = protobufUnknownStart(apiVersion, kind)
+  const unknown = unknownStart.length + lenFieldSize(2, raw.length) + unknownTail.length
+  const extension = lenFieldSize(1, unknown)
+  const event = typeField.length + lenFieldSize(2, extension)
+  // everything before the object's bytes: the constant fields copied, the lengths written
+  const head = Buffer.allocUnsafe(4 + event - raw.length - unknownTail.length)
+  head.writeUInt32BE(event, 0)
+  let pos = 4 + typeField.copy(head, 4)
+  pos = writeLenHeader(head, pos, 2, extension)
+  pos = writeLenHeader(head, pos, 1, unknown)
+  pos += unknownStart.copy(head, pos)
+  writeLenHeader(head, pos, 2, raw.length)
+  return [head, raw, unknownTail]
+}
+
+/** WatchEvent's type field, per type (a handful) */
+const protobufTypeFields = new Map<string, Buffer>()
+
+function protobufTypeField(type: string): Buffer {
+  let field = protobufTypeFields.get(type)
+  if (!field) {
+    const length = Buffer.byteLength(type)
+    field = Buffer.allocUnsafe(lenFieldSize(1, length))
+    writeStringField(field, 0, 1, type, length)
+    if (protobufTypeFields.size < 16) protobufTypeFields.set(type, field)
+  }
+  return field
+}
+
+/** An Unknown's magic and TypeMeta, per kind and apiVersion (what one watch cache sends is all one) */
+const protobufUnknownStarts = new Map<string, Map<string, Buffer>>()
+
+function protobufUnknownStart(apiVersion: string, kind: string): Buffer {
+  let byVersion = protobufUnknownStarts.get(kind)
+  let start = byVersion?.get(apiVersion)
+  if (start) return start
   const avLen = Buffer.byteLength(apiVersion)
   const kindLen = Buffer.byteLength(kind)
   const typeMeta = lenFieldSize(1, avLen) + lenFieldSize(2, kindLen)
-  const unknown = 4 + lenFieldSize(1, typeMeta) + lenFieldSize(2, raw.length) + unknownTail.length
-  const extension = lenFieldSize(1, unknown)
-  const event = lenFieldSize(1, typeLen) + lenFieldSize(2, extension)
-  // everything before the object's bytes
-  const head = Buffer.allocUnsafe(4 + event - raw.length - unknownTail.length)
-  head.writeUInt32BE(event, 0)
-  let pos = writeStringField(head, 4, 1, type, typeLen)
-  pos = writeLenHeader(head, pos, 2, extension)
-  pos = writeLenHeader(head, pos, 1, unknown)
-  k8sMagic.copy(head, pos)
-  pos = writeLenHeader(head, pos + 4, 1, typeMeta)
-  pos = writeStringField(head, pos, 1, apiVersion, avLen)
-  pos = writeStringField(head, pos, 2, kind, kindLen)
-  writeLenHeader(head, pos, 2, raw.length)
-  return [head, raw, unknownTail]
+  start = Buffer.allocUnsafe(4 + lenFieldSize(1, typeMeta))
+  k8sMagic.copy(start, 0)
+  let pos = writeLenHeader(start, 4, 1, typeMeta)
+  pos = writeStringField(start, pos, 1, apiVersion, avLen)
+  writeStringField(start, pos, 2, kind, kindLen)
+  if (protobufUnknownStarts.size < 256) {
+    if (!byVersion) protobufUnknownStarts.set(kind, (byVersion = new Map()))
+    if (byVersion.size < 16) byVersion.set(apiVersion, start)
+  }
+  return start
 }
 
 /** The ERROR event a watch ends with (410 Expired: the client lists again). */

@@ -23,6 +23,11 @@ export interface FrameSink {
 
 /** Bytes a watch's initial state runs ahead of its client: the rest is made as the client takes it. */
 const initialAheadBytes = 64 * 1024
+/**
+ * Frames joined into one write: a write per frame (three per frame in parts) cost more than
+ * copying the frames into a batch (20 watches' initial states of 10,000 objects: 600,000 writes).
+ */
+const batchBytes = 16 * 1024
 
 /**
  * Frames written as the client takes them, never much more than `aheadBytes` ahead, so a client
@@ -30,10 +35,27 @@ const initialAheadBytes = 64 * 1024
  * stream closed, or the client took nothing for `stallMs` (the caller ends the stream).
  */
 export async function writeAsTaken(sink: FrameSink, frames: Iterable<Frame>, stallMs: number, aheadBytes = initialAheadBytes): Promise<boolean> {
+  let batch: Buffer[] = []
+  let batched = 0
+  const flush = () => {
+    sink.write(batch.length === 1 ? batch[0] : Buffer.concat(batch, batched))
+    batch = []
+    batched = 0
+  }
   for (const frame of frames) {
     if (sink.closed) return false
-    sink.write(frame)
+    if (Buffer.isBuffer(frame)) {
+      batch.push(frame)
+      batched += frame.length
+    } else
+      for (const part of frame) {
+        batch.push(part)
+        batched += part.length
+      }
+    if (batched < batchBytes) continue
+    flush()
     if (sink.backlog >= aheadBytes && !(await sink.drained(stallMs))) return false
   }
+  if (batched > 0 && !sink.closed) flush()
   return !sink.closed
 }
