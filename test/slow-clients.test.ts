@@ -25,9 +25,9 @@ for (let i = 0; i < objectCount; i++) h.simulator.create(slice(i))
 const port = new URL(h.url).port
 
 /** A GET on a raw socket whose answer is not read until resume(), which reads it to the end. */
-function unreadRequest(path: string): { resume(): Promise<Buffer> } {
+function unreadRequest(path: string, userAgent = flanneld): { resume(): Promise<Buffer> } {
   const socket = net.connect(Number(port), '127.0.0.1')
-  socket.write(`GET ${path} HTTP/1.1\r\nHost: outpost\r\nUser-Agent: ${flanneld}\r\nConnection: close\r\n\r\n`)
+  socket.write(`GET ${path} HTTP/1.1\r\nHost: outpost\r\nUser-Agent: ${userAgent}\r\nConnection: close\r\n\r\n`)
   socket.pause()
   return {
     resume() {
@@ -126,4 +126,19 @@ t.test('a relayed watch whose client stops reading is ended after --stall-timeou
   await unread.resume()
   t.pass('the hub ended the relayed watch of a client that stopped reading')
   t.ok((await slowClientsEnded('watch', 'backlog')) + (await slowClientsEnded('watch', 'stalled')) >= 3, 'counted')
+})
+
+t.test('a relayed list (a client the hub neither caches nor filters for) whose client stops reading is cut off after --stall-timeout', async t => {
+  for (let i = 0; i < objectCount; i++) {
+    h.simulator.create({ apiVersion: 'v1', kind: 'Secret', metadata: { name: `secret-${i}`, namespace: 'default' }, stringData: { padding } })
+  }
+  const before = await slowClientsEnded('list', 'stalled')
+  const unread = unreadRequest('/api/v1/namespaces/default/secrets', 'python-requests/2.31.0')
+  await eventually(async () => (await slowClientsEnded('list', 'stalled')) === before + 1, 15_000, 'the relayed list cut off')
+  const got = await unread.resume()
+  const head = got.subarray(0, got.indexOf('\r\n\r\n')).toString()
+  t.match(head, /^HTTP\/1.1 200/, 'the apiserver’s answer was relayed')
+  const length = /content-length: (\d+)/i.exec(head)?.[1]
+  const whole = length ? got.length - head.length - 4 === Number(length) : got.subarray(-5).toString() === '0\r\n\r\n'
+  t.notOk(whole, `and cut short (${length ? `${got.length - head.length - 4} of ${length} bytes` : 'no end of the chunked body'})`)
 })

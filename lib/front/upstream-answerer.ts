@@ -15,7 +15,7 @@ import { WatchFrameSplitter, framingOf, isBookmark } from '../api/frames.ts'
 import type { WireFormat } from '../api/wire-format.ts'
 import { UpstreamUnavailableError, describeError } from '../upstream/upstream.ts'
 import type { Upstream, UpstreamResponse } from '../upstream/upstream.ts'
-import { declaredLength, readAll, readUpTo, relayRest } from '../upstream/read-all.ts'
+import { declaredLength, readAll, readUpTo } from '../upstream/read-all.ts'
 import type { Recorder } from '../cache/recorder.ts'
 import { decodeList, formatOf } from '../cache/decode.ts'
 import { scopeOf } from '../cache/scope.ts'
@@ -184,7 +184,8 @@ export class UpstreamAnswerer implements Answerer {
     } else {
       res.writeHead(upstreamRes.statusCode, clientResponseHeaders(upstreamRes.headers))
       if (isWatch(info)) res.flushHeaders()
-      await streamBody(upstreamRes.body, res)
+      const sent = await streamBody(upstreamRes.body, res, { stallMs: this.options.clientLimits?.stallTimeoutMs })
+      if (sent === 'stalled') this.options.observer?.slowClientEnded?.(isWatch(info) ? 'watch' : 'list', 'stalled')
     }
     return answered('cloud')
   }
@@ -280,10 +281,10 @@ async function bufferThenSend(
   { cap, stallMs }: { cap: number | undefined; stallMs: number | undefined },
   overCap: (bytes: number) => void,
 ): Promise<void> {
-  const relay = (head: Buffer[], bytes: number) => {
+  const relay = async (head: Buffer[], bytes: number) => {
     overCap(bytes)
     res.writeHead(upstreamRes.statusCode, clientResponseHeaders(upstreamRes.headers))
-    return relayRest(head, upstreamRes.body, res, stallMs)
+    await streamBody(upstreamRes.body, res, { head, stallMs })
   }
   const declared = declaredLength(upstreamRes.headers)
   if (cap !== undefined && declared !== undefined && declared > cap) return relay([], declared)

@@ -2,7 +2,6 @@
 // and the cap on what the hub holds of one (--max-list-bytes): past it a body is not held, the
 // caller relays or drops it.
 import type { Readable } from 'node:stream'
-import type { ServerResponse } from 'node:http'
 
 /** A body longer than the cap: nothing of it is kept. */
 export class BodyOverCapError extends Error {
@@ -73,46 +72,5 @@ export function readUpTo(stream: Readable, cap: number): Promise<{ chunks: Buffe
     stream.on('data', onData)
     stream.once('end', onEnd)
     stream.once('error', onError)
-  })
-}
-
-/**
- * The rest of a body the hub stopped holding, after the chunks it had read: written with
- * backpressure (a client that does not read holds the upstream, not the hub's memory), and cut
- * off when the client takes nothing for `stallMs` (between one and two periods, checked each
- * period). A body that breaks cuts the client's connection, so a truncated answer never looks whole.
- */
-export function relayRest(head: Buffer[], body: Readable, res: ServerResponse, stallMs?: number): Promise<void> {
-  return new Promise(resolve => {
-    let drains = 0
-    let seen = -1
-    const onDrain = () => drains++
-    const stall = stallMs
-      ? setInterval(() => {
-          if (res.writableNeedDrain && drains === seen) res.destroy()
-          seen = drains
-        }, stallMs)
-      : undefined
-    stall?.unref()
-    res.on('drain', onDrain)
-    let finished = false
-    const finish = () => {
-      if (finished) return
-      finished = true
-      clearInterval(stall)
-      res.off('drain', onDrain)
-      resolve()
-    }
-    body.on('error', () => {
-      if (!res.destroyed) res.destroy()
-    })
-    res.on('close', () => {
-      if (!body.readableEnded) body.destroy()
-      finish()
-    })
-    for (const chunk of head) res.write(chunk)
-    head.length = 0 // the chunks are the socket's now: nothing here keeps them once written
-    if (res.destroyed) return finish()
-    body.pipe(res) // resumes the paused body, or waits for 'drain' if the head filled the socket
   })
 }
