@@ -7,6 +7,7 @@ import type { Reply } from '../api/reply.ts'
 import type { WireFormat } from '../api/wire-format.ts'
 import { contentTypeOf } from '../api/negotiate.ts'
 import type { FrameSink } from '../watch/frame-sink.ts'
+import { bulkTurn } from '../bulk-turns.ts'
 
 /** How far behind a client may fall before the hub ends its response (--max-watch-backlog, --stall-timeout). */
 export interface ClientLimits {
@@ -65,6 +66,8 @@ export async function sendReply(res: ServerResponse, reply: Reply, stallTimeoutM
     batch.push(part)
     batchBytes += part.length
     if (batchBytes < writeBatchBytes) continue
+    await bulkTurn(batchBytes)
+    if (res.destroyed) return 'sent'
     const taken = res.write(batch.length === 1 ? batch[0] : Buffer.concat(batch, batchBytes))
     batch = []
     batchBytes = 0

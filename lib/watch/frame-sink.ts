@@ -1,3 +1,5 @@
+import { bulkTurn } from '../bulk-turns.ts'
+
 /** A frame as written: whole, or in parts that make it up in order (eventFrameParts). */
 export type Frame = Buffer | readonly Buffer[]
 
@@ -53,6 +55,8 @@ export async function writeAsTaken(sink: FrameSink, frames: Iterable<Frame>, sta
         batched += part.length
       }
     if (batched < batchBytes) continue
+    await bulkTurn(batched)
+    if (sink.closed) return false
     flush()
     if (sink.backlog >= aheadBytes && !(await sink.drained(stallMs))) return false
   }
