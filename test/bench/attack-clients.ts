@@ -2,9 +2,12 @@
 // never read the answer, one-GET keep-alive sockets, a closed loop that runs until told to stop,
 // a probe of the hub's heap after a full GC through its inspector; and what each measure does to
 // its hub: start it fresh, warm its caches, read its memory and fds, time a slice write to a watch.
+import { fork } from 'node:child_process'
+import { once } from 'node:events'
 import { readdirSync } from 'node:fs'
 import net from 'node:net'
-import { Agent, request } from 'undici'
+import { fileURLToPath } from 'node:url'
+import { request } from 'undici'
 import WebSocket from 'ws'
 import type { Context } from './context.ts'
 import { clientHeaders, clock, openWatch, percentile, userAgents } from './load.ts'
@@ -80,23 +83,24 @@ export function getOnSocket(port: number, path: string, headers: Record<string, 
   })
 }
 
-/** GETs one after another on one keep-alive connection until `stop()` and at least `minMs` have passed: each latency (ms). */
+/**
+ * GETs one after another on one keep-alive connection, from a process of its own
+ * (get-probe.mjs), until `stop()` and at least `minMs` have passed: each latency (ms).
+ */
 export async function loopUntil(url: string, headers: Record<string, string>, stop: () => boolean, minMs: number): Promise<number[]> {
-  const agent = new Agent({ connections: 1, keepAliveTimeout: 60_000 })
-  const latencies: number[] = []
-  try {
-    const until = performance.now() + minMs
-    while (!stop() || performance.now() < until) {
-      const sent = performance.now()
-      const res = await request(url, { headers, dispatcher: agent })
-      await res.body.dump()
-      if (res.statusCode !== 200) throw new Error(`GET ${url}: ${res.statusCode}`)
-      latencies.push(performance.now() - sent)
-    }
-    return latencies
-  } finally {
-    await agent.close()
-  }
+  const probe = fork(fileURLToPath(new URL('./get-probe.mjs', import.meta.url)), [url, JSON.stringify(headers)], {
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  })
+  const latencies = new Promise<number[]>((resolve, reject) => {
+    probe.once('message', message => resolve(message as number[]))
+    probe.once('exit', code => reject(new Error(`the GET probe exited with ${code} before it answered`)))
+  })
+  latencies.catch(() => {})
+  await once(probe, 'spawn')
+  const until = performance.now() + minMs
+  while (!stop() || performance.now() < until) await sleep(10)
+  probe.send('stop')
+  return latencies
 }
 
 export interface Kept {
