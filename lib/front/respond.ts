@@ -6,8 +6,8 @@ import type { Status } from '../api/status.ts'
 import type { Reply } from '../api/reply.ts'
 import type { WireFormat } from '../api/wire-format.ts'
 import { contentTypeOf } from '../api/negotiate.ts'
+import { writeAsTaken } from '../watch/frame-sink.ts'
 import type { FrameSink } from '../watch/frame-sink.ts'
-import { bulkTurn } from '../bulk-turns.ts'
 
 /** How far behind a client may fall before the hub ends its response (--max-watch-backlog, --stall-timeout). */
 export interface ClientLimits {
@@ -41,14 +41,12 @@ export function cacheHeaders(cached: { component?: string } | undefined): Record
   return cached.component ? { 'x-outpost-cache': 'hit', 'x-outpost-cache-source': cached.component } : { 'x-outpost-cache': 'hit' }
 }
 
-/** Parts joined into one write at most: one write per list item would cost a syscall apiece. */
-const writeBatchBytes = 64 * 1024
 const defaultStallMs = 60_000
 
 /**
- * A 200 the hub answers itself. A body in parts (a list) is written as the client takes it, a
- * batch at a time: an unread list holds a batch, not a copy of the list. A client that takes
- * nothing for `stallTimeoutMs` is cut off, as one that stopped reading.
+ * A 200 the hub answers itself. A body in parts (a list) is written as the client takes it
+ * (writeAsTaken, as a watch's initial state): an unread list holds a batch, not a copy of the list.
+ * A client that takes nothing for `stallTimeoutMs` is cut off, as one that stopped reading.
  */
 export async function sendReply(res: ServerResponse, reply: Reply, stallTimeoutMs = defaultStallMs): Promise<'sent' | 'stalled'> {
   const parts = Array.isArray(reply.body) ? reply.body : [reply.body]
@@ -60,25 +58,13 @@ export async function sendReply(res: ServerResponse, reply: Reply, stallTimeoutM
     'content-length': length,
     ...cacheHeaders(reply.cached),
   })
-  let batch: Buffer[] = []
-  let batchBytes = 0
-  for (const part of parts) {
-    batch.push(part)
-    batchBytes += part.length
-    if (batchBytes < writeBatchBytes) continue
-    await bulkTurn(batchBytes)
-    if (res.destroyed) return 'sent'
-    const taken = res.write(batch.length === 1 ? batch[0] : Buffer.concat(batch, batchBytes))
-    batch = []
-    batchBytes = 0
-    if (!taken && !(await drained(res, stallTimeoutMs))) {
-      res.destroy()
-      return 'stalled'
-    }
-    if (res.destroyed) return 'sent'
+  if (await writeAsTaken(responseSink(res), parts, stallTimeoutMs)) {
+    res.end()
+    return 'sent'
   }
-  res.end(batch.length === 1 ? batch[0] : Buffer.concat(batch, batchBytes))
-  return 'sent'
+  if (res.destroyed) return 'sent' // the client went away
+  res.destroy()
+  return 'stalled'
 }
 
 /** Resolves true when the client has taken what was written (or the response closed), false after `timeoutMs` without. */

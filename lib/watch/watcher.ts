@@ -67,7 +67,8 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
   private delivered = 0n
   /** while the initial state goes out: what happens meanwhile, in order, for after it */
   private waiting: (() => void)[] | undefined
-  private stallTimer: NodeJS.Timeout | undefined
+  /** the client is behind, and has the stall timeout to take what waits for it */
+  private stalling = false
 
   constructor(
     private readonly cache: WatchCache,
@@ -215,12 +216,11 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
 
   /** The client is behind: it is closed unless it takes what waits for it within the stall timeout. */
   private watchStall(): void {
-    if (this.stallTimer) return
-    this.stallTimer = setTimeout(() => this.close('stalled'), this.options.stallTimeoutMs ?? defaultStallMs)
-    this.stallTimer.unref()
-    void this.sink.drained().then(() => {
-      clearTimeout(this.stallTimer)
-      this.stallTimer = undefined
+    if (this.stalling) return
+    this.stalling = true
+    void this.sink.drained(this.options.stallTimeoutMs ?? defaultStallMs).then(taken => {
+      this.stalling = false
+      if (!taken) this.close('stalled')
     })
   }
 
@@ -228,7 +228,6 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
     if (this.closed) return
     this.closed = true
     this.waiting = undefined
-    clearTimeout(this.stallTimer)
     this.unsubscribe()
     this.tracker?.close()
     for (const timer of this.timers) clearTimeout(timer)
