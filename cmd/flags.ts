@@ -428,6 +428,15 @@ export const flags: readonly FlagSpec[] = [
     parse: values => duration(last(values)),
   }),
   spec({
+    flag: 'pod-overlay-ttl',
+    env: 'OUTPOST_POD_OVERLAY_TTL',
+    arg: 'DURATION',
+    key: 'podOverlayTtlMs',
+    default: `${defaults.podOverlayTtlMs / 60_000}m`,
+    help: "longest the node's endpoints keep kubelet's offline pod status once the cloud is back",
+    parse: values => duration(last(values)),
+  }),
+  spec({
     flag: 'max-list-bytes',
     env: 'OUTPOST_MAX_LIST_BYTES',
     arg: 'BYTES',

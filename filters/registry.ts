@@ -19,6 +19,9 @@ import { forwardKubeSvcTrafficFilter } from './forwardkubesvctraffic.ts'
 import { discardCloudServiceFilter } from './discardcloudservice.ts'
 import { nodePortIsolationFilter } from './nodeportisolation.ts'
 import { inClusterConfigFilter } from './inclusterconfig.ts'
+import { localEndpointsJsonBytes, localEndpointsObject } from './localendpoints.ts'
+import { localEndpointsProtobuf } from './localendpoints-protobuf.ts'
+import type { LocalEndpointsInput } from '../lib/overlay/types.ts'
 
 export type { ResponseFilter } from './chain.ts'
 
@@ -55,6 +58,21 @@ function objectStep(filter: ObjectFilter, context: () => FilterContext): Step {
 
 /** The filters of YurtHub's family, with their default components (as YurtHub's). */
 const specs: Spec[] = [
+  {
+    // first: the other filters see the node's own endpoints as they are now
+    name: 'localendpoints',
+    components: ['*'],
+    resources: ['discovery.k8s.io/endpointslices', '/endpoints'],
+    needsHub: false,
+    step: registry => ({
+      name: 'localendpoints',
+      kinds: new Set(['EndpointSlice', 'Endpoints']),
+      json: (object, kind) => localEndpointsObject(object, registry.localInput(), kind as EndpointsKind),
+      jsonBytes: (raw, kind) => localEndpointsJsonBytes(raw, registry.localInput(), kind as EndpointsKind),
+      protobuf: (raw, kind, apiVersion) => localEndpointsProtobuf(raw, apiVersion, kind, registry.localInput()),
+      drops: false, // it changes or removes endpoints, never the object
+    }),
+  },
   {
     name: 'servicetopology',
     components: ['kube-proxy', 'coredns', 'nginx-ingress-controller'],
@@ -128,6 +146,9 @@ export interface FilterConfig {
   hub?: HubAddress
   /** why there is no hub address, when there is none */
   hubMissing?: string
+  /** what the node's own pods look like now (lib/overlay/pod-overlay.ts); undefined: localendpoints is off, with why */
+  local?: { input(): LocalEndpointsInput }
+  localMissing?: string
 }
 
 /** What one filter did, for /debug/filters. */
@@ -167,7 +188,9 @@ export class FilterRegistry {
         ? 'turned off (--filters / --disable-filters)'
         : spec.needsHub && !config.hub
           ? `no address where pods reach the hub (--advertise-address, --pod-address, --secure-port)${config.hubMissing ? `: ${config.hubMissing}` : ''}`
-          : undefined
+          : spec.name === 'localendpoints' && !config.local
+            ? (config.localMissing ?? 'no pod overlay')
+            : undefined
       this.reports.set(spec.name, {
         name: spec.name,
         enabled: off === undefined,
@@ -204,6 +227,10 @@ export class FilterRegistry {
       onInvalid: (namespace, service, reason) => this.warnOnce('servicetopology', `annotation of ${namespace}/${service} ignored: ${reason}`),
     }
     return this.input
+  }
+
+  localInput(): LocalEndpointsInput {
+    return this.config.local!.input()
   }
 
   filterContext(): FilterContext {

@@ -46,6 +46,8 @@ export interface HubConfig {
   maxWatchBacklogBytes: number
   /** a watch or list response whose client takes nothing for this long is ended */
   stallTimeoutMs: number
+  /** once the cloud is back, longest the node's endpoints keep what kubelet wrote of its pods while it was away */
+  podOverlayTtlMs: number
   /** a list (or get) bigger than this is relayed as it streams: not cached, not filtered */
   maxListBytes: number
   /** request bodies over this are refused with 413, as the apiserver does */
@@ -119,6 +121,7 @@ export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
   maxLongRunningRequests: 1000,
   maxWatchBacklogBytes: 4 * 1024 * 1024,
   stallTimeoutMs: 60_000,
+  podOverlayTtlMs: 5 * 60_000,
   maxListBytes: 128 * 1024 * 1024,
   headerTimeoutMs: 10_000,
   idleTimeoutMs: 90_000,
@@ -127,7 +130,16 @@ export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
   cacheComponents: ['kubelet', 'kube-proxy', 'coredns', 'flanneld', 'outpost'],
   cacheMemoryMiB: 256,
   topologyComponents: ['kube-proxy', 'coredns', 'nginx-ingress-controller'],
-  filters: ['servicetopology', 'masterservice', 'serviceenvupdater', 'forwardkubesvctraffic', 'discardcloudservice', 'nodeportisolation', 'inclusterconfig'],
+  filters: [
+    'localendpoints',
+    'servicetopology',
+    'masterservice',
+    'serviceenvupdater',
+    'forwardkubesvctraffic',
+    'discardcloudservice',
+    'nodeportisolation',
+    'inclusterconfig',
+  ],
   disabledFilters: [],
   filterComponents: {},
   healthIntervalMs: 5_000,

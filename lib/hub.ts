@@ -37,6 +37,9 @@ import { SourceSwitch } from './upstream/source-switch.ts'
 import { startHubPool } from './hub-pool.ts'
 import type { HubPool } from './hub-pool.ts'
 import { poolWideResources } from './config.ts'
+import { PodOverlay } from './overlay/pod-overlay.ts'
+import { StatusLearner } from './overlay/learn.ts'
+import { resumedUrl } from './overlay/resume.ts'
 
 export interface Hub {
   /** http://<bind>:<port> of the proxy */
@@ -49,6 +52,8 @@ export interface Hub {
   store: CacheStore
   recorder: Recorder
   topology: TopologySource
+  /** this node's pods as kubelet wrote them while the cloud was away */
+  overlay: PodOverlay
   watchCaches: WatchCaches
   /** where the pool-wide list+watches go: the cloud, or (a follower of a node pool) its leader */
   poolSource: SourceSwitch
@@ -90,6 +95,19 @@ function cacheProblems(store: CacheStore, cacheOff: string | undefined): string[
   if (cacheOff) return [cacheOff]
   const { durable, why } = store.durability()
   return durable ? [] : [`cache not durable (what the cache holds now would not survive a restart): ${why}`]
+}
+
+/** The lowest and highest real versions the cache holds of the endpoint resources (the floor the pod overlay mints over). */
+function endpointVersions(store: CacheStore): { min: bigint; max: bigint } {
+  let min: bigint | undefined
+  let max = 0n
+  for (const c of store.all()) {
+    if (c.key.resource !== 'endpointslices' && !(c.key.resource === 'endpoints' && c.key.group === '')) continue
+    const rv = BigInt(c.maxResourceVersion())
+    if (min === undefined || rv < min) min = rv
+    if (rv > max) max = rv
+  }
+  return { min: min ?? 0n, max }
 }
 
 function urlOf(address: AddressInfo): string {
@@ -208,11 +226,15 @@ async function startWithCache(
   })
   // before the filters and the HTTPS port: both are made from whether pods can reach the hub on it
   const podAddress = await keepPodAddress({ address: config.podAddress, interfaceName: config.podInterface, log }, podAddressProblem(config))
+  const overlay = new PodOverlay({ nodeName: config.nodeName, state: disk, log, ttlMs: config.podOverlayTtlMs })
+  overlay.setRealVersions(() => endpointVersions(store))
+  await overlay.load()
   const filterConfig = {
     enabled: config.filters.filter(name => !config.disabledFilters.includes(name)),
     components: { servicetopology: config.topologyComponents, ...config.filterComponents },
     hub: hubAddressForPods(config, podAddress.advertised),
     hubMissing: podAddress.problem(),
+    ...(disk ? { local: overlay } : { localMissing: cacheOff ?? 'no cache dir' }),
   }
   const filters = new FilterRegistry(topology, filterConfig, log)
   metrics.observeFilters(() => filters.tallies())
@@ -243,6 +265,16 @@ async function startWithCache(
     const watches = filteredWatches.change(() => filters.invalidate())
     log.info({ pool: topology.nodePool, watches }, 'topology changed')
   })
+  // the node's own pods as kubelet wrote them offline: the same path as a topology change
+  overlay.on('beforechange', () => {
+    filteredWatches.settle()
+    filters.forgetFiltered()
+  })
+  overlay.on('change', () => {
+    const watches = filteredWatches.change(() => filters.invalidate())
+    log.debug({ pods: overlay.size, watches }, 'pod overlay changed')
+  })
+  health.on('change', state => overlay.setOnline(state === 'online'))
 
   // each source of answers built once, with what it uses; the router tries them in the plan's order
   const outage = () => (cacheOff ? `${checker.outage()}; ${cacheOff}` : checker.outage())
@@ -284,6 +316,8 @@ async function startWithCache(
         observer: metrics,
         bookmarkIntervalMs: options.offlineBookmarkIntervalMs ?? 10_000,
         clientLimits,
+        live: { register: watch => filteredWatches.add(watch), mintedVersion: () => overlay.mintedVersion() },
+        podWrites: kept ? new StatusLearner({ store: kept, overlay, nodeName: config.nodeName }) : undefined,
       }),
     },
     sources: {
@@ -294,6 +328,7 @@ async function startWithCache(
     },
     log,
     observer: metrics,
+    resumeUrl: url => resumedUrl(url, rv => overlay.resumeVersion(rv)),
     body: { maxBytes: config.maxRequestBytes, idleMs: config.headerTimeoutMs, budget: new BodyBudget(defaultBodyBudgetBytes) },
   })
   const limits = { headerTimeoutMs: config.headerTimeoutMs, idleTimeoutMs: config.idleTimeoutMs }
@@ -316,10 +351,12 @@ async function startWithCache(
     servedFromShared: (component, key) => watchCaches.servedFrom(component, key),
     pool: () => pool,
     podAddress,
+    overlay,
   })
 
   try {
     await health.start()
+    overlay.setOnline(checker.state === 'online')
     await topology.start()
     await proxy.listen({ host: config.bindAddress, port: config.port })
     await admin.listen({ host: config.adminAddress, port: config.adminPort })
@@ -361,6 +398,7 @@ async function startWithCache(
     metrics,
     log,
     topology,
+    overlay,
     watchCaches,
     poolSource,
     pool,
@@ -369,6 +407,7 @@ async function startWithCache(
       // a leader hands its pool over at once (the Lease released) before it stops answering
       await pool?.close()
       checker.stop()
+      overlay.close()
       await topology.stop()
       nodeCredentials.stop()
       watchCaches.close()

@@ -224,6 +224,8 @@ export interface OfflineWatchStart {
   resourceVersion: string
   /** sent as ADDED events first (the state), if any */
   initial: CachedObject[]
+  /** what the cache holds of the scope: what the client has, once its initial events (if any) are sent */
+  state: CachedObject[]
   initialEventsEnd: boolean
   allowBookmarks: boolean
   timeoutSeconds: number
@@ -249,6 +251,7 @@ export async function watchFromCache(read: OfflineRead): Promise<OfflineWatchSta
     apiVersion: collection.apiVersion,
     resourceVersion: fromNow || initialEvents ? whole.resourceVersion : info.resourceVersion,
     initial: fromNow || initialEvents ? whole.items : [],
+    state: whole.items,
     initialEventsEnd: initialEvents,
     allowBookmarks: queryFlag(info, 'allowWatchBookmarks'),
     timeoutSeconds: Number(info.query.get('timeoutSeconds')) || 0,

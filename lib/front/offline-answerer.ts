@@ -13,6 +13,8 @@ import type { OfflineRead } from '../cache/offline.ts'
 import { isOwnLeaseRenewal, leaseConflict } from '../cache/lease.ts'
 import type { LiveStreams } from '../watch/streams.ts'
 import { runOfflineWatch } from '../watch/offline-watch.ts'
+import type { LiveOptions } from '../watch/offline-watch.ts'
+import { isPodWrite } from '../overlay/learn.ts'
 import type { RequestObserver } from '../observe/metrics.ts'
 import { cacheHeaders, responseSink, sendReply, sendStatus, sendWatchHead } from './respond.ts'
 import type { ClientLimits } from './respond.ts'
@@ -31,6 +33,10 @@ export interface OfflineAnswererOptions {
   /** BOOKMARK period of offline watches */
   bookmarkIntervalMs: number
   clientLimits?: ClientLimits
+  /** filtered offline watches follow changes of what their filters read (lib/watch/offline-watch.ts) */
+  live?: LiveOptions
+  /** learns from kubelet's writes about its own pods (lib/overlay/learn.ts); undefined: nothing is learned */
+  podWrites?: { learn(info: RequestInfo, contentType: string | undefined, body: Buffer | undefined): Promise<string> }
 }
 
 export class OfflineAnswerer implements Answerer {
@@ -75,9 +81,11 @@ export class OfflineAnswerer implements Answerer {
       res.end(body)
       return answered('hub')
     }
-    const what = info.isResourceRequest ? `${info.verb} ${info.resource}` : `${info.verb} ${info.path}`
+    const what = info.isResourceRequest ? `${info.verb} ${info.resource}${info.subresource ? `/${info.subresource}` : ''}` : `${info.verb} ${info.path}`
     const nothing = ['create', 'update', 'patch', 'delete', 'deletecollection'].includes(info.verb) ? '; nothing was written' : ''
-    return unavailable(`${why}: ${what} for ${info.component || 'this client'} cannot be answered from the cache${nothing}`)
+    // kubelet retries until the apiserver takes it; meanwhile the node's own endpoints follow it
+    const learned = this.options.podWrites && isPodWrite(info) ? `; ${await this.options.podWrites.learn(info, req.headers['content-type'], body)}` : ''
+    return unavailable(`${why}: ${what} for ${info.component || 'this client'} cannot be answered from the cache${nothing}${learned}`)
   }
 
   /** The cache's answer; its errors too say they came from the cache. */
@@ -91,9 +99,12 @@ export class OfflineAnswerer implements Answerer {
     const start = await watchFromCache(read)
     if (isStatus(start)) return this.write(call, start)
     sendWatchHead(res, start.format, cacheHeaders({ component: start.component }))
-    const watch = runOfflineWatch(start, responseSink(res), this.options.bookmarkIntervalMs, this.stallMs, () =>
-      this.options.observer?.slowClientEnded?.('watch', 'stalled'),
-    )
+    const watch = runOfflineWatch(start, responseSink(res), {
+      bookmarkIntervalMs: this.options.bookmarkIntervalMs,
+      stallMs: this.stallMs,
+      onStalled: () => this.options.observer?.slowClientEnded?.('watch', 'stalled'),
+      live: this.options.live,
+    })
     const closed = this.options.observer?.watchOpened(info, 'cache')
     // the plan was made with the cloud counted as up: every apiserver failed this once (a blip)
     if (plan.online) this.options.streams.addFallbackWatch(watch.end)

@@ -45,6 +45,8 @@ export interface RouterOptions {
   /** request bodies: at most maxBytes, and no longer than idleMs between chunks */
   /** request bodies: each at most maxBytes; all held at once at most what the budget allows */
   body: { maxBytes: number; idleMs: number; budget?: BodyBudget }
+  /** the URL a request is answered for, when the hub must resume it elsewhere (lib/overlay/resume.ts) */
+  resumeUrl?(url: string): string
   /** requests served at once (undefined: no cap, as on the pool port, which caps per peer) */
   limiter?: InflightLimiter
 }
@@ -59,6 +61,7 @@ export class Router {
 
   private async handle(req: IncomingMessage, res: ServerResponse, authenticate: Authenticate | undefined, log: Logger): Promise<void> {
     const started = performance.now()
+    if (this.options.resumeUrl && req.url) req.url = this.options.resumeUrl(req.url)
     const info = classify(req.method ?? 'GET', req.url ?? '/', req.headers['user-agent'])
     let source: Source = 'hub'
     try {

@@ -43,6 +43,8 @@ export interface AdminOptions {
   pool?: () => { describe(): unknown; note(): string | undefined } | undefined
   /** the link-local address pods reach the hub on */
   podAddress?: { describe(): unknown; note(): string | undefined }
+  /** this node's pods as kubelet wrote them while the cloud was away (lib/overlay/pod-overlay.ts) */
+  overlay?: { describe(): unknown }
 }
 
 const everything = parseScope({ namespace: '', labelSelector: '', fieldSelector: '' })
@@ -119,6 +121,8 @@ export function createAdminServer(options: AdminOptions) {
     // what would keep an offline answer from being whole: autonomy off, the disk not keeping up
     problems: options.cacheProblems?.() ?? [],
     memory: store.memory,
+    // pods whose endpoints show what kubelet wrote offline (was: the cloud's addresses, now: kubelet's)
+    podOverlay: options.overlay?.describe() ?? { pods: [] },
     // one upstream list+watch each, shared by every local client of that scope
     watchCaches: options.watchCaches?.describe() ?? [],
     collections: store

@@ -12,6 +12,8 @@ const healthFlags = ['--health-interval', '200ms', '--health-timeout', '5s', '--
 
 export interface HubProcess {
   url: string
+  /** the admin port's URL (/debug/cache, /v1/readyz) */
+  adminUrl: string
   child: ChildProcess
   /** SIGKILL; resolves once it has exited, so nothing more is written to its cache dir */
   kill(): Promise<void>
@@ -66,5 +68,5 @@ export async function startHubProcess(server: string, cacheDir: string, extraArg
     30_000,
     'the hub process to listen',
   )
-  return { url, child, kill }
+  return { url, adminUrl: `http://127.0.0.1:${adminPort}`, child, kill }
 }
