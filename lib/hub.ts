@@ -271,7 +271,8 @@ async function startWithCache(
     filters.forgetFiltered()
   })
   overlay.on('change', () => {
-    const watches = filteredWatches.change(() => filters.invalidate())
+    // offline, a version minted for the change: every watch's stream moves on to it
+    const watches = filteredWatches.change(() => filters.invalidate(), overlay.mintedVersion())
     log.debug({ pods: overlay.size, watches }, 'pod overlay changed')
   })
   health.on('change', state => overlay.setOnline(state === 'online'))
@@ -316,7 +317,7 @@ async function startWithCache(
         observer: metrics,
         bookmarkIntervalMs: options.offlineBookmarkIntervalMs ?? 10_000,
         clientLimits,
-        live: { register: watch => filteredWatches.add(watch), mintedVersion: () => overlay.mintedVersion() },
+        live: { register: watch => filteredWatches.add(watch) },
         podWrites: kept ? new StatusLearner({ store: kept, overlay, nodeName: config.nodeName }) : undefined,
       }),
     },

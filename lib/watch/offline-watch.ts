@@ -26,8 +26,6 @@ export interface OfflineWatch {
 /** How a filtered offline watch learns that its filters' inputs changed. */
 export interface LiveOptions {
   register(watch: RefilterableWatch): () => void
-  /** the version a change offline moves the stream to, if one was minted */
-  mintedVersion(): bigint | undefined
 }
 
 export interface OfflineWatchOptions {
@@ -54,16 +52,17 @@ export function runOfflineWatch(start: OfflineWatchStart, sink: FrameSink, optio
     else for (const frame of produce()) sink.write(frame)
   }
   const tracker = filter && live ? new FilteredWatch(format, filter, inject, { startResourceVersion: streamVersion }) : undefined
-  const unregister = tracker && live ? live.register({ settle: () => tracker.settle(), refilter: () => moveOn(live) }) : undefined
-  function moveOn(live: LiveOptions): void {
-    const minted = live.mintedVersion()
-    if (minted !== undefined && minted > numericVersion(streamVersion))
-      inject(() => {
-        streamVersion = minted.toString()
-        return tracker!.advance(minted)
-      })
-    tracker!.refilter()
-  }
+  const unregister =
+    tracker && live
+      ? live.register({
+          settle: () => tracker.settle(),
+          refilter: moveTo => {
+            // BOOKMARKs from then on at the version the stream moved to
+            if (moveTo !== undefined && moveTo > numericVersion(streamVersion)) streamVersion = moveTo.toString()
+            tracker.refilter(moveTo)
+          },
+        })
+      : undefined
   const initialObjects = tracker ? inFormat(start.initial, format) : start.initial
   if (tracker && start.initial.length === 0) tracker.seed(inFormat(start.state, format))
   const version = numericVersion(start.resourceVersion)

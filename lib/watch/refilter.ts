@@ -91,6 +91,8 @@ export class FilteredWatch {
   /** the newest resourceVersion this stream has delivered */
   private highWater: bigint
   private queued = false
+  /** the version the next re-filter moves the stream to, when one was minted */
+  private moveTo: bigint | undefined
   /** keys of objects that need an event */
   private readonly pending = new Set<string>()
   private deferTimer: NodeJS.Timeout | undefined
@@ -254,12 +256,19 @@ export class FilteredWatch {
     return this.pending.size > 0 ? [...out, ...this.flush(false)] : out
   }
 
-  /** The topology changed: queue one re-filter (several changes before its turn share it). */
-  refilter(): void {
+  /**
+   * What the filters read changed: queue one re-filter (several changes before its turn share it).
+   * `moveTo`: a version minted for the change (offline, where nothing newer is real): the stream
+   * moves on to it first, so every client takes the events as news (lib/overlay/pod-overlay.ts).
+   */
+  refilter(moveTo?: bigint): void {
+    if (moveTo !== undefined && (this.moveTo === undefined || moveTo > this.moveTo)) this.moveTo = moveTo
     if (this.queued) return
     this.queued = true
     this.inject(() => {
       this.queued = false
+      if (this.moveTo !== undefined && this.moveTo > this.highWater) this.highWater = this.moveTo
+      this.moveTo = undefined
       for (const [key, tracked] of this.objects) {
         // kept as its source: what the filters make of it now is what the client was sent
         if (!(tracked instanceof Tracked)) continue

@@ -189,8 +189,8 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
   }
 
   /** The topology changed: this client's objects are filtered again at their turn. */
-  refilter(): void {
-    this.tracker?.refilter()
+  refilter(moveTo?: bigint): void {
+    this.tracker?.refilter(moveTo)
   }
 
   private send(type: string, object: CachedObject, streamVersion: bigint, memo?: CacheEvent): void {

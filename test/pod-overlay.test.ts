@@ -1,0 +1,163 @@
+// The pod overlay on its own: when an entry goes back to the cloud (a table, as kube-proxy's
+// CategorizeEndpoints is tested), what survives a restart, the versions it mints offline and how a
+// client that holds one is resumed.
+import t from 'tap'
+import { pino } from 'pino'
+import { overlayVerdict } from '../lib/overlay/verdict.ts'
+import type { OverlayFacts } from '../lib/overlay/verdict.ts'
+import { PodOverlay } from '../lib/overlay/pod-overlay.ts'
+import type { OverlayState } from '../lib/overlay/pod-overlay.ts'
+import { resumedUrl } from '../lib/overlay/resume.ts'
+import type { LocalPod } from '../lib/overlay/types.ts'
+
+const log = pino({ level: 'silent' })
+
+t.test('when an overlaid pod follows the cloud again', async t => {
+  const base: OverlayFacts = { online: true, cloudBackAt: 1_000, now: 2_000, ttlMs: 60_000, observed: new Map() }
+  const cases: { name: string; facts: Partial<OverlayFacts>; want: string }[] = [
+    {
+      name: 'offline: kept whatever the cloud said before',
+      facts: { online: false, cloudBackAt: undefined, observed: new Map([['IPv4', 'current']]) },
+      want: 'keep',
+    },
+    { name: 'online, nothing seen yet', facts: {}, want: 'keep' },
+    { name: "online, the cloud's endpoint still names the old address", facts: { observed: new Map([['IPv4', 'stale']]) }, want: 'keep' },
+    { name: 'online, the cloud names the current address', facts: { observed: new Map([['IPv4', 'current']]) }, want: 'caught-up' },
+    {
+      name: 'dual-stack: one family caught up, the other not',
+      facts: {
+        observed: new Map([
+          ['IPv4', 'current'],
+          ['IPv6', 'stale'],
+        ]),
+      },
+      want: 'keep',
+    },
+    {
+      name: 'dual-stack: both caught up',
+      facts: {
+        observed: new Map([
+          ['IPv4', 'current'],
+          ['IPv6', 'current'],
+        ]),
+      },
+      want: 'caught-up',
+    },
+    { name: 'the TTL ran out with the cloud still stale', facts: { now: 61_000, observed: new Map([['IPv4', 'stale']]) }, want: 'ttl' },
+    { name: 'the TTL ran out, never seen (a pod the cloud no longer lists)', facts: { now: 61_000 }, want: 'ttl' },
+    { name: 'just short of the TTL', facts: { now: 60_999 }, want: 'keep' },
+  ]
+  for (const c of cases) {
+    const verdict = overlayVerdict({ ...base, ...c.facts })
+    t.equal(verdict.keep ? 'keep' : verdict.why, c.want, c.name)
+  }
+})
+
+t.test('a resume from a minted version starts at the real version under it; nothing else is touched', async t => {
+  const resume = (rv: string) => (BigInt(rv) > 100n && BigInt(rv) <= 103n ? '100' : undefined)
+  const cases: [string, string][] = [
+    [
+      '/apis/discovery.k8s.io/v1/endpointslices?watch=1&resourceVersion=102&allowWatchBookmarks=true',
+      '/apis/discovery.k8s.io/v1/endpointslices?watch=1&resourceVersion=100&allowWatchBookmarks=true',
+    ],
+    ['/api/v1/namespaces/shop/endpoints?resourceVersion=103', '/api/v1/namespaces/shop/endpoints?resourceVersion=100'],
+    ['/apis/discovery.k8s.io/v1/endpointslices?resourceVersion=104', '/apis/discovery.k8s.io/v1/endpointslices?resourceVersion=104'],
+    ['/apis/discovery.k8s.io/v1/endpointslices?resourceVersion=100', '/apis/discovery.k8s.io/v1/endpointslices?resourceVersion=100'],
+    ['/api/v1/pods?resourceVersion=102', '/api/v1/pods?resourceVersion=102'],
+    ['/api/v1/namespaces/endpoints/pods?resourceVersion=102', '/api/v1/namespaces/endpoints/pods?resourceVersion=102'],
+    [
+      '/apis/discovery.k8s.io/v1/endpointslices?resourceVersionMatch=NotOlderThan&resourceVersion=101',
+      '/apis/discovery.k8s.io/v1/endpointslices?resourceVersionMatch=NotOlderThan&resourceVersion=100',
+    ],
+    ['/apis/discovery.k8s.io/v1/endpointslices?resourceVersion=abc', '/apis/discovery.k8s.io/v1/endpointslices?resourceVersion=abc'],
+  ]
+  for (const [url, want] of cases) t.equal(resumedUrl(url, resume), want, url)
+})
+
+function memoryState(): OverlayState & { saved: unknown; writes: number } {
+  const state = {
+    saved: undefined as unknown,
+    writes: 0,
+    async readState() {
+      return state.saved === undefined ? undefined : JSON.parse(JSON.stringify(state.saved))
+    },
+    async writeState(_: string, value: unknown) {
+      state.writes++
+      await new Promise(resolve => setTimeout(resolve, 5))
+      state.saved = JSON.parse(JSON.stringify(value))
+    },
+  }
+  return state
+}
+
+const pod = (name: string, ips: string[], ready = true): LocalPod => ({
+  namespace: 'shop',
+  name,
+  uid: `uid-${name}`,
+  ips,
+  ready,
+  serving: ready,
+  gone: false,
+  terminating: false,
+})
+
+t.test('learned pods are on disk before learn() resolves, and a restart reads them back', async t => {
+  const state = memoryState()
+  const overlay = new PodOverlay({ nodeName: 'n1', state, log, ttlMs: 60_000 })
+  overlay.setOnline(false)
+  let changes = 0
+  overlay.on('change', () => changes++)
+  await Promise.all(Array.from({ length: 20 }, (_, i) => overlay.learn(pod(`p${i}`, [`10.0.0.${i}`]), [`10.1.0.${i}`])))
+  t.equal(changes, 20, 'one change per pod')
+  t.ok(state.writes < 20, `20 pods learned at once share saves (${state.writes})`)
+  t.equal((state.saved as any).pods.length, 20, 'every one is saved')
+  await overlay.learn(pod('p0', ['10.0.0.0']), ['10.1.0.0'])
+  t.equal(changes, 20, 'the same status again is no change')
+
+  const again = new PodOverlay({ nodeName: 'n1', state, log, ttlMs: 60_000 })
+  await again.load()
+  t.equal(again.size, 20)
+  t.same(again.input().pods.get('shop/p3')?.ips, ['10.0.0.3'])
+  t.same(again.describe().pods.find(p => p.pod === 'shop/p3')?.was, ['10.1.0.3'], 'with the address the cloud had')
+})
+
+t.test('offline, each change mints a version above every real one; a client holding one resumes below them', async t => {
+  const overlay = new PodOverlay({ nodeName: 'n1', state: memoryState(), log, ttlMs: 60_000 })
+  overlay.setRealVersions(() => ({ min: 90n, max: 120n }))
+  overlay.setOnline(false)
+  t.equal(overlay.mintedVersion(), undefined, 'nothing minted before a change')
+  await overlay.learn(pod('a', ['10.0.0.1']), ['10.1.0.1'])
+  t.equal(overlay.mintedVersion(), 121n)
+  await overlay.learn(pod('a', ['10.0.0.1'], false), ['10.1.0.1'])
+  t.equal(overlay.mintedVersion(), 122n, 'a second change of the same pod: another version')
+  t.equal(overlay.resumeVersion('122'), '90', 'a minted version resumes from the lowest real one under it')
+  t.equal(overlay.resumeVersion('121'), '90')
+  t.equal(overlay.resumeVersion('120'), '90', 'so does a real one inside the range (a superset of events is safe)')
+  t.equal(overlay.resumeVersion('90'), undefined)
+  t.equal(overlay.resumeVersion('123'), undefined)
+  overlay.setOnline(true)
+  t.equal(overlay.mintedVersion(), undefined, 'online nothing is minted')
+  t.equal(overlay.resumeVersion('122'), '90', 'clients still resume from it once the cloud is back')
+  overlay.close()
+})
+
+t.test("online, an entry goes once the cloud's endpoint names the pod's address", async t => {
+  let now = 0
+  const overlay = new PodOverlay({ nodeName: 'n1', state: memoryState(), log, ttlMs: 60_000, now: () => now, checkMs: 1_000_000 })
+  overlay.setOnline(false)
+  await overlay.learn(pod('a', ['10.0.0.1']), ['10.1.0.1'])
+  overlay.setOnline(true)
+  const seen = overlay.input()
+  const a = seen.pods.get('shop/a')!
+  seen.observed?.(a, 'IPv4', ['10.1.0.1'])
+  overlay.check()
+  t.equal(overlay.size, 1, 'the cloud still names the old address: kept')
+  seen.observed?.(a, 'IPv4', ['10.0.0.1'])
+  overlay.check()
+  t.equal(overlay.size, 0, 'caught up: gone')
+  await overlay.learn(pod('b', ['10.0.0.2']), ['10.1.0.2'])
+  now = 61_000
+  overlay.check()
+  t.equal(overlay.size, 0, 'never seen, and the TTL since the cloud came back ran out')
+  overlay.close()
+})
