@@ -38,6 +38,7 @@ import { startHubPool } from './hub-pool.ts'
 import type { HubPool } from './hub-pool.ts'
 import { poolWideResources } from './config.ts'
 import { PodOverlay } from './overlay/pod-overlay.ts'
+import type { RealVersions } from './overlay/pod-overlay.ts'
 import { StatusLearner } from './overlay/learn.ts'
 import { resumedUrl } from './overlay/resume.ts'
 
@@ -97,17 +98,18 @@ function cacheProblems(store: CacheStore, cacheOff: string | undefined): string[
   return durable ? [] : [`cache not durable (what the cache holds now would not survive a restart): ${why}`]
 }
 
-/** The lowest and highest real versions the cache holds of the endpoint resources (the floor the pod overlay mints over). */
-function endpointVersions(store: CacheStore): { min: bigint; max: bigint } {
-  let min: bigint | undefined
+/** The real versions the cache holds of the endpoint resources: what the pod overlay mints over. */
+function endpointVersions(store: CacheStore): RealVersions {
+  const min: Record<string, bigint> = {}
   let max = 0n
   for (const c of store.all()) {
     if (c.key.resource !== 'endpointslices' && !(c.key.resource === 'endpoints' && c.key.group === '')) continue
     const rv = BigInt(c.maxResourceVersion())
-    if (min === undefined || rv < min) min = rv
+    const resource = c.key.resource
+    if (min[resource] === undefined || rv < min[resource]) min[resource] = rv
     if (rv > max) max = rv
   }
-  return { min: min ?? 0n, max }
+  return { min, max }
 }
 
 function urlOf(address: AddressInfo): string {
@@ -329,7 +331,7 @@ async function startWithCache(
     },
     log,
     observer: metrics,
-    resumeUrl: url => resumedUrl(url, rv => overlay.resumeVersion(rv)),
+    resumeUrl: url => resumedUrl(url, (resource, rv) => overlay.resumeVersion(resource, rv)),
     body: { maxBytes: config.maxRequestBytes, idleMs: config.headerTimeoutMs, budget: new BodyBudget(defaultBodyBudgetBytes) },
   })
   const limits = { headerTimeoutMs: config.headerTimeoutMs, idleTimeoutMs: config.idleTimeoutMs }

@@ -54,7 +54,7 @@ t.test('when an overlaid pod follows the cloud again', async t => {
 })
 
 t.test('a resume from a minted version starts at the real version under it; nothing else is touched', async t => {
-  const resume = (rv: string) => (BigInt(rv) > 100n && BigInt(rv) <= 103n ? '100' : undefined)
+  const resume = (_: string, rv: string) => (BigInt(rv) > 100n && BigInt(rv) <= 103n ? '100' : undefined)
   const cases: [string, string][] = [
     [
       '/apis/discovery.k8s.io/v1/endpointslices?watch=1&resourceVersion=102&allowWatchBookmarks=true',
@@ -123,21 +123,22 @@ t.test('learned pods are on disk before learn() resolves, and a restart reads th
 
 t.test('offline, each change mints a version above every real one; a client holding one resumes below them', async t => {
   const overlay = new PodOverlay({ nodeName: 'n1', state: memoryState(), log, ttlMs: 60_000 })
-  overlay.setRealVersions(() => ({ min: 90n, max: 120n }))
+  overlay.setRealVersions(() => ({ min: { endpointslices: 90n, endpoints: 60n }, max: 120n }))
   overlay.setOnline(false)
   t.equal(overlay.mintedVersion(), undefined, 'nothing minted before a change')
   await overlay.learn(pod('a', ['10.0.0.1']), ['10.1.0.1'])
   t.equal(overlay.mintedVersion(), 121n)
   await overlay.learn(pod('a', ['10.0.0.1'], false), ['10.1.0.1'])
   t.equal(overlay.mintedVersion(), 122n, 'a second change of the same pod: another version')
-  t.equal(overlay.resumeVersion('122'), '90', 'a minted version resumes from the lowest real one under it')
-  t.equal(overlay.resumeVersion('121'), '90')
-  t.equal(overlay.resumeVersion('120'), '90', 'so does a real one inside the range (a superset of events is safe)')
-  t.equal(overlay.resumeVersion('90'), undefined)
-  t.equal(overlay.resumeVersion('123'), undefined)
+  t.equal(overlay.resumeVersion('endpointslices', '122'), '90', 'a minted version resumes from the lowest real one under it')
+  t.equal(overlay.resumeVersion('endpointslices', '121'), '90')
+  t.equal(overlay.resumeVersion('endpointslices', '120'), '90', 'so does a real one inside the range (a superset of events is safe)')
+  t.equal(overlay.resumeVersion('endpointslices', '90'), undefined)
+  t.equal(overlay.resumeVersion('endpointslices', '123'), undefined)
+  t.equal(overlay.resumeVersion('endpoints', '122'), '60', 'each resource resumes from its own lowest real version')
   overlay.setOnline(true)
   t.equal(overlay.mintedVersion(), undefined, 'online nothing is minted')
-  t.equal(overlay.resumeVersion('122'), '90', 'clients still resume from it once the cloud is back')
+  t.equal(overlay.resumeVersion('endpointslices', '122'), '90', 'clients still resume from it once the cloud is back')
   overlay.close()
 })
 

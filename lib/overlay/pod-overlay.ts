@@ -33,8 +33,8 @@ interface Entry {
 }
 
 interface Minted {
-  /** the real version the range was minted over: a resume from inside the range starts here */
-  base: bigint
+  /** per endpoint resource, the real version the range was minted over: a resume from inside the range starts there */
+  base: Record<string, bigint>
   top: bigint
   /** when the cloud came back after the range was minted (ms); undefined while offline */
   until?: number
@@ -42,7 +42,7 @@ interface Minted {
 
 interface StateFile {
   pods: { pod: LocalPod; was: string[]; since: number; updated: number }[]
-  minted?: { base: string; top: string; until?: number }
+  minted?: { base: Record<string, string>; top: string; until?: number }
 }
 
 export interface OverlayState {
@@ -84,6 +84,14 @@ const samePod = (a: LocalPod, b: LocalPod): boolean =>
   a.ips.length === b.ips.length &&
   a.ips.every((ip, i) => ip === b.ips[i])
 
+export interface RealVersions {
+  max: bigint
+  /** by resource (`endpointslices`, `endpoints`) */
+  min: Record<string, bigint>
+}
+
+const printed = (versions: Record<string, bigint>): Record<string, string> => Object.fromEntries(Object.entries(versions).map(([k, v]) => [k, v.toString()]))
+
 const familyOf = (ip: string): string => (ip.includes(':') ? 'IPv6' : 'IPv4')
 
 /** Emits 'beforechange' just before, and 'change' just after, each change of what the filter reads. */
@@ -119,7 +127,8 @@ export class PodOverlay extends EventEmitter {
     }
     if (saved.minted) {
       try {
-        this.minted = { base: BigInt(saved.minted.base), top: BigInt(saved.minted.top), until: saved.minted.until }
+        const base = Object.fromEntries(Object.entries(saved.minted.base).map(([resource, v]) => [resource, BigInt(v)]))
+        this.minted = { base, top: BigInt(saved.minted.top), until: saved.minted.until }
       } catch {
         this.minted = undefined
       }
@@ -174,10 +183,13 @@ export class PodOverlay extends EventEmitter {
     }
   }
 
-  /** The floor minted versions must pass: the highest and lowest real versions of the endpoint resources the hub holds. */
-  private realVersions: () => { min: bigint; max: bigint } = () => ({ min: 0n, max: 0n })
+  /**
+   * The real versions the hub holds of the endpoint resources: the highest of all (minted versions
+   * go above it), and per resource the lowest (where a client of it resumes from).
+   */
+  private realVersions: () => RealVersions = () => ({ max: 0n, min: {} })
 
-  setRealVersions(read: () => { min: bigint; max: bigint }): void {
+  setRealVersions(read: () => RealVersions): void {
     this.realVersions = read
   }
 
@@ -188,7 +200,7 @@ export class PodOverlay extends EventEmitter {
 
   private mintNext(): void {
     const real = this.realVersions()
-    if (!this.minted || this.minted.until !== undefined || real.max >= this.minted.top) this.minted = { base: real.min, top: real.max + 1n }
+    if (!this.minted || this.minted.until !== undefined || real.max >= this.minted.top) this.minted = { base: { ...real.min }, top: real.max + 1n }
     else this.minted.top++
   }
 
@@ -196,15 +208,16 @@ export class PodOverlay extends EventEmitter {
    * The version a list or watch of an endpoint resource should start from, when the client's is
    * one the overlay minted; undefined otherwise (the request goes as it is).
    */
-  resumeVersion(rv: string): string | undefined {
+  resumeVersion(resource: string, rv: string): string | undefined {
     const minted = this.minted
     if (!minted || !/^[0-9]{1,20}$/.test(rv)) return undefined
+    const base = minted.base[resource] ?? 0n
     if (minted.until !== undefined && this.now() > minted.until) {
       this.minted = undefined
       return undefined
     }
     const v = BigInt(rv)
-    return v > minted.base && v <= minted.top ? minted.base.toString() : undefined
+    return v > base && v <= minted.top ? base.toString() : undefined
   }
 
   private observe(pod: LocalPod, addressType: string, addresses: readonly string[]): void {
@@ -276,14 +289,14 @@ export class PodOverlay extends EventEmitter {
   }
 
   private snapshot(): StateFile {
-    const minted = this.minted ? { base: this.minted.base.toString(), top: this.minted.top.toString(), until: this.minted.until } : undefined
+    const minted = this.minted ? { base: printed(this.minted.base), top: this.minted.top.toString(), until: this.minted.until } : undefined
     return {
       pods: [...this.entries.values()].map(({ pod, was, since, updated }) => ({ pod, was: [...was], since, updated })),
       ...(minted ? { minted } : {}),
     }
   }
 
-  describe(): { pods: OverlaidPod[]; mintedVersions?: { base: string; top: string } } {
+  describe(): { pods: OverlaidPod[]; mintedVersions?: { base: Record<string, string>; top: string } } {
     const iso = (ms: number) => new Date(ms).toISOString()
     return {
       pods: [...this.entries].map(([key, e]) => ({
@@ -297,7 +310,7 @@ export class PodOverlay extends EventEmitter {
         updated: iso(e.updated),
         cloud: Object.fromEntries(e.observed),
       })),
-      ...(this.minted ? { mintedVersions: { base: this.minted.base.toString(), top: this.minted.top.toString() } } : {}),
+      ...(this.minted ? { mintedVersions: { base: printed(this.minted.base), top: this.minted.top.toString() } } : {}),
     }
   }
 

@@ -5,12 +5,13 @@
 const endpointResource = /\/(endpointslices|endpoints)(\?|$)/
 const versionParam = /([?&]resourceVersion=)([0-9]{1,20})(?=&|$)/
 
-export function resumedUrl(url: string, resumeVersion: (rv: string) => string | undefined): string {
+export function resumedUrl(url: string, resumeVersion: (resource: string, rv: string) => string | undefined): string {
   if (!url.includes('resourceVersion=')) return url
   const query = url.indexOf('?')
-  if (!endpointResource.test(url.slice(0, query === -1 ? url.length : query + 1))) return url
+  const resource = endpointResource.exec(url.slice(0, query === -1 ? url.length : query + 1))
+  if (!resource) return url
   const match = versionParam.exec(url)
   if (!match) return url
-  const base = resumeVersion(match[2])
+  const base = resumeVersion(resource[1], match[2])
   return base === undefined ? url : url.slice(0, match.index) + match[1] + base + url.slice(match.index + match[0].length)
 }
