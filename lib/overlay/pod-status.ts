@@ -1,0 +1,456 @@
+// kubelet's write of a pod's status (PATCH or PUT of pods/<name>/status), applied to the cloud's copy of
+// the pod as kube-apiserver would apply it, and what the pod's endpoints show afterwards. Pure: the
+// overlay (learn.ts) calls it for writes that are still refused. Any local process can send such a
+// write, so every input is bounded and nothing throws: a write the apiserver would refuse, or one past
+// the bounds, comes back as { invalid } and the hub learns nothing from it.
+import { isIP } from 'node:net'
+import { decodeBody } from '../codec/typed.ts'
+import { setKey } from '../codec/typed-values.ts'
+import type { LocalPod } from './types.ts'
+
+/** A status write as it reached the hub: PATCH or PUT of pods/<name>/status. */
+export interface StatusWrite {
+  verb: 'patch' | 'update'
+  contentType: string | undefined
+  body: Buffer
+}
+
+/** The pod as the cloud last said it (the cached object, decoded to JSON). */
+export type PodJson = {
+  metadata?: { namespace?: string; name?: string; uid?: string; deletionTimestamp?: string | null }
+  spec?: { nodeName?: string }
+  status?: Record<string, unknown>
+}
+
+type Json = Record<string, unknown>
+
+/** the apiserver's (and the router's) largest request body */
+export const maxWriteBytes = 3 * 1024 * 1024
+/** a pod is nowhere near this deep; the merges recurse, so deeper bodies are refused before parsing */
+export const maxDepth = 64
+/** a pod has a handful of conditions (readiness gates add some) */
+export const maxConditions = 64
+/** one address per family: the apiserver refuses more */
+export const maxPodIPs = 2
+/** RFC 6902 patches: operations, and JSON values `copy` may create (as the apiserver bounds them) */
+const maxJsonPatchOps = 10_000
+const maxCopiedValues = 1 << 20
+
+const strategic = 'application/strategic-merge-patch+json'
+const merge = 'application/merge-patch+json'
+const jsonPatchType = 'application/json-patch+json'
+const protobuf = 'application/vnd.kubernetes.protobuf'
+
+class Invalid extends Error {}
+function fail(reason: string): never {
+  throw new Invalid(reason)
+}
+
+const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
+const has = (o: Json, key: string): boolean => Object.hasOwn(o, key)
+/** a value quoted in a reason, never long */
+const quote = (v: unknown): string => (typeof v === 'string' ? JSON.stringify(v.length > 64 ? `${v.slice(0, 64)}…` : v) : typeof v)
+
+/** The pod's status after the write, applied to the cloud's pod; or why the write cannot be applied (the hub then ignores it). */
+export function statusAfterWrite(base: PodJson, write: StatusWrite): { status: Record<string, unknown> } | { invalid: string } {
+  try {
+    if (write.body.length > maxWriteBytes) fail(`the body is ${write.body.length} bytes, more than the apiserver takes (${maxWriteBytes})`)
+    const type = (write.contentType ?? '').split(';')[0].trim().toLowerCase()
+    const status = write.verb === 'update' ? statusOfUpdate(base, type, write.body) : statusOfPatch(base, type, write.body)
+    checkStatus(status)
+    return { status }
+  } catch (error) {
+    if (error instanceof Invalid) return { invalid: error.message }
+    return { invalid: `the write cannot be applied: ${error instanceof Error ? error.message : String(error)}` }
+  }
+}
+
+/** What an endpoint of the pod shows, from a pod (its status maybe the one statusAfterWrite made). */
+export function localPodOf(pod: PodJson): LocalPod {
+  const meta: Json = isObject(pod?.metadata) ? pod.metadata : {}
+  const status: Json = isObject(pod?.status) ? pod.status : {}
+  const text = (v: unknown): string => (typeof v === 'string' ? v : '')
+  const ips: string[] = []
+  const families = new Set<number>()
+  for (const ip of podAddresses(status)) {
+    const family = isIP(ip)
+    if (family !== 0 && !families.has(family)) (families.add(family), ips.push(ip))
+  }
+  const conditions = Array.isArray(status.conditions) ? status.conditions.slice(0, maxConditions) : []
+  const readyCondition = conditions.find(c => isObject(c) && c.type === 'Ready') as Json | undefined
+  const serving = readyCondition?.status === 'True'
+  const terminating = meta.deletionTimestamp !== undefined && meta.deletionTimestamp !== null && meta.deletionTimestamp !== ''
+  return {
+    namespace: text(meta.namespace),
+    name: text(meta.name),
+    uid: text(meta.uid),
+    ips,
+    ready: serving && !terminating,
+    serving,
+    gone: status.phase === 'Succeeded' || status.phase === 'Failed',
+    terminating,
+  }
+}
+
+/**
+ * The pod's addresses as the apiserver reads a v1 status: podIPs, unless podIP is set and differs from
+ * podIPs[0] (or podIPs is empty), when podIP alone counts (older kubelets write only podIP).
+ */
+function podAddresses(status: Json): string[] {
+  const listed = Array.isArray(status.podIPs) ? status.podIPs.slice(0, maxPodIPs).map(e => (isObject(e) && typeof e.ip === 'string' ? e.ip : '')) : []
+  const single = typeof status.podIP === 'string' ? status.podIP : ''
+  return single !== '' && listed[0] !== single ? [single] : listed
+}
+
+/** What the apiserver's validation (and the hub's bounds) would refuse in a written status. */
+function checkStatus(status: Json): void {
+  const { conditions, podIPs, podIP } = status
+  if (conditions !== undefined && conditions !== null) {
+    if (!Array.isArray(conditions) || !conditions.every(isObject)) fail('status.conditions is not a list of objects')
+    if (conditions.length > maxConditions) fail(`status.conditions has ${conditions.length} entries, more than ${maxConditions}`)
+  }
+  if (podIPs !== undefined && podIPs !== null) {
+    if (!Array.isArray(podIPs) || !podIPs.every(e => isObject(e) && typeof e.ip === 'string')) fail('status.podIPs is not a list of {ip}')
+    if (podIPs.length > maxPodIPs) fail(`status.podIPs has ${podIPs.length} addresses, more than one per family`)
+  }
+  if (podIP !== undefined && podIP !== null && typeof podIP !== 'string') fail('status.podIP is not a string')
+  const families = new Set<number>()
+  for (const ip of podAddresses(status)) {
+    const family = isIP(ip)
+    if (family === 0) fail(`status.podIPs: ${quote(ip)} is not an IP address`)
+    if (families.has(family)) fail(`status.podIPs has two IPv${family} addresses`)
+    families.add(family)
+  }
+}
+
+function statusOf(v: unknown): Json {
+  if (v === undefined || v === null) return {}
+  return isObject(v) ? v : fail('status is not an object')
+}
+
+/** kubelet sends metadata.uid as a precondition: a write for another pod of the same name is refused. */
+function checkUid(base: PodJson, uid: unknown): void {
+  if (uid === undefined || uid === null || uid === base.metadata?.uid) return
+  fail(`the write is for uid ${quote(uid)}, the pod's uid is ${quote(base.metadata?.uid)}`)
+}
+
+function statusOfUpdate(base: PodJson, type: string, body: Buffer): Json {
+  let pod: unknown
+  // the apiserver reads a PUT without a content type as JSON
+  if (type === 'application/json' || type === '') pod = parseJson(body)
+  else if (type === protobuf) {
+    try {
+      pod = decodeBody(body)
+    } catch (error) {
+      fail(`the protobuf body cannot be read: ${(error as Error).message}`)
+    }
+  } else fail(`a status update sent as ${quote(type)} (the hub reads application/json and ${protobuf})`)
+  if (!isObject(pod)) return fail('the body is not a Pod object')
+  if ((pod.kind !== undefined && pod.kind !== 'Pod') || (pod.apiVersion !== undefined && pod.apiVersion !== 'v1'))
+    fail(`the body is a ${quote(pod.apiVersion)} ${quote(pod.kind)}, not a v1 Pod`)
+  const meta = pod.metadata ?? {}
+  if (!isObject(meta)) return fail('the body’s metadata is not an object')
+  if (meta.name !== base.metadata?.name) fail(`the body names pod ${quote(meta.name)}, the URL ${quote(base.metadata?.name)}`)
+  if (meta.namespace !== undefined && meta.namespace !== '' && meta.namespace !== base.metadata?.namespace)
+    fail(`the body is in namespace ${quote(meta.namespace)}, the URL in ${quote(base.metadata?.namespace)}`)
+  checkUid(base, meta.uid)
+  return statusOf(pod.status)
+}
+
+function statusOfPatch(base: PodJson, type: string, body: Buffer): Json {
+  if (type !== strategic && type !== merge && type !== jsonPatchType) {
+    return fail(`a patch of type ${quote(type)} (the hub applies strategic merge, merge and JSON patches)`)
+  }
+  const patch = parseJson(body)
+  if (type === jsonPatchType) {
+    const pod = applyJsonPatch(structuredClone(base), patch)
+    if (!isObject(pod)) return fail('the patch leaves no pod object')
+    if (isObject(pod.metadata)) checkUid(base, pod.metadata.uid)
+    const status = statusOf(pod.status)
+    checkDepth(status, 0)
+    return status
+  }
+  if (!isObject(patch)) return fail('the patch is not a JSON object')
+  if (isObject(patch.metadata)) checkUid(base, patch.metadata.uid)
+  if (type === merge) return has(patch, 'status') ? statusOf(mergePatch(base.status, patch.status)) : statusOf(base.status)
+  return statusOf(strategicMap({ ...base }, patch, podSchema).status)
+}
+
+/** JSON.parse, after refusing nesting deeper than maxDepth (counted on the bytes, strings skipped). */
+function parseJson(body: Buffer): unknown {
+  let depth = 0
+  for (let i = 0, inString = false; i < body.length; i++) {
+    const c = body[i]
+    if (inString) {
+      if (c === 0x5c) i++
+      else if (c === 0x22) inString = false
+    } else if (c === 0x22) inString = true
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > maxDepth) fail(`the body nests deeper than ${maxDepth}`)
+    } else if (c === 0x7d || c === 0x5d) depth--
+  }
+  try {
+    return JSON.parse(body.toString('utf8'))
+  } catch (error) {
+    return fail(`the body is not JSON (${(error as Error).message})`)
+  }
+}
+
+function checkDepth(v: unknown, depth: number): void {
+  if (typeof v !== 'object' || v === null) return
+  if (depth >= maxDepth) fail(`the result nests deeper than ${maxDepth}`)
+  for (const child of Array.isArray(v) ? v : Object.values(v)) checkDepth(child, depth + 1)
+}
+
+// ---------------------------------------------------------------- RFC 7386 merge patch
+
+function mergePatch(target: unknown, patch: unknown): unknown {
+  if (!isObject(patch)) return patch
+  const out: Json = isObject(target) ? { ...target } : {}
+  for (const [key, value] of Object.entries(patch)) {
+    if (value === null) delete out[key]
+    else setKey(out, key, mergePatch(has(out, key) ? out[key] : undefined, value))
+  }
+  return out
+}
+
+// ---------------------------------------------------------------- strategic merge patch
+
+/** The patch strategy of the fields a status write reaches (k8s.io/api core/v1 tags); other lists are replaced. */
+interface Schema {
+  fields?: Record<string, Schema>
+  /** a list merged by this key (patchStrategy:"merge") */
+  mergeKey?: string
+}
+const podSchema: Schema = {
+  fields: {
+    status: {
+      // containerStatuses & co. carry no patch strategy in k8s.io/api: the apiserver replaces them whole
+      fields: { conditions: { mergeKey: 'type' }, podIPs: { mergeKey: 'ip' }, hostIPs: { mergeKey: 'ip' }, resourceClaimStatuses: { mergeKey: 'name' } },
+    },
+  },
+}
+
+const orderPrefix = '$setElementOrder/'
+
+/** A patch value stored as it is: nulls (deletions of nothing) and directives dropped, as the apiserver's decoding drops them. */
+function clean(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(clean)
+  if (!isObject(v)) return v
+  const out: Json = {}
+  for (const [key, value] of Object.entries(v)) if (value !== null && !key.startsWith('$')) setKey(out, key, clean(value))
+  return out
+}
+
+/** The original map with the patch applied; neither is changed (the result shares what the patch leaves alone). */
+function strategicMap(original: Json, patch: Json, schema: Schema | undefined): Json {
+  const directive = patch.$patch
+  if (directive === 'replace') return clean(patch) as Json
+  if (directive === 'delete') return {}
+  if (directive !== undefined) fail(`unknown $patch directive ${quote(directive)}`)
+  const out: Json = { ...original }
+  if (has(patch, '$retainKeys')) {
+    const retain = patch.$retainKeys
+    if (!Array.isArray(retain)) return fail('$retainKeys is not a list')
+    const keep = new Set(retain)
+    for (const [key, value] of Object.entries(patch)) {
+      if (value !== null && !key.startsWith('$') && !keep.has(key)) fail(`the patch sets ${quote(key)}, which its $retainKeys does not list`)
+    }
+    for (const key of Object.keys(out)) if (!keep.has(key)) delete out[key]
+  }
+  for (const [key, value] of Object.entries(patch)) {
+    if (key.startsWith(orderPrefix)) {
+      const field = key.slice(orderPrefix.length)
+      if (!Array.isArray(value)) fail(`${key} is not a list`)
+      // an order with no list in the patch reorders the original list
+      const list = out[field]
+      const mergeKey = schema?.fields?.[field]?.mergeKey
+      if (!has(patch, field) && mergeKey && Array.isArray(list)) setKey(out, field, strategicList(list, [], value, mergeKey, undefined))
+    } else if (key.startsWith('$')) {
+      // $patch and $retainKeys are done; $deleteFromPrimitiveList has no list to act on in a pod's
+      // status, and directives of newer apiservers are left alone
+    } else if (value === null) delete out[key]
+    else {
+      const sub = schema?.fields?.[key]
+      const current = has(out, key) ? out[key] : undefined
+      const order = patch[orderPrefix + key]
+      if (sub?.mergeKey && Array.isArray(value) && (current === undefined || Array.isArray(current)))
+        setKey(out, key, strategicList(current ?? [], value, order, sub.mergeKey, sub))
+      else if (isObject(current) && isObject(value)) setKey(out, key, strategicMap(current, value, sub))
+      else setKey(out, key, clean(value))
+    }
+  }
+  return out
+}
+
+/** Where each key first is. */
+function positions(keys: (string | undefined)[]): Map<string, number> {
+  const at = new Map<string, number>()
+  keys.forEach((key, i) => key === undefined || at.has(key) || at.set(key, i))
+  return at
+}
+
+/** A merge key value as a Map key; only scalars can be merged on. */
+function keyOf(v: unknown): string | undefined {
+  return typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' ? `${typeof v}:${v}` : undefined
+}
+
+function patchKeyOf(entry: unknown, mergeKey: string, where: string): string {
+  const key = isObject(entry) ? keyOf(entry[mergeKey]) : undefined
+  return key ?? fail(`an entry of ${where} has no scalar ${mergeKey}`)
+}
+
+/**
+ * A list merged by `mergeKey`: `$patch: delete` entries remove, `$patch: replace` replaces, others
+ * merge into the entry of the same key or are appended; then patch entries take the order of
+ * `$setElementOrder` (else the patch's), and entries only the original has keep their places among
+ * them as far as the original's order allows (strategicpatch's normalizeElementOrder).
+ */
+function strategicList(original: unknown[], patch: unknown[], order: unknown, mergeKey: string, item: Schema | undefined): unknown[] {
+  const deleted = new Set<string>()
+  const entries: Json[] = []
+  let replace = false
+  for (const entry of patch) {
+    const directive = isObject(entry) ? entry.$patch : undefined
+    if (directive === undefined) entries.push(isObject(entry) ? entry : fail(`an entry of a list merged by ${mergeKey} is not an object`))
+    else if (directive === 'delete') deleted.add(patchKeyOf(entry, mergeKey, 'a $patch: delete'))
+    else if (directive === 'replace') replace = true
+    else fail(`unknown $patch directive ${quote(directive)} in a list`)
+  }
+  const keyIn = (entry: unknown) => (isObject(entry) ? keyOf(entry[mergeKey]) : undefined)
+  const merged = replace ? [] : original.filter(entry => !deleted.has(keyIn(entry) ?? ''))
+  const at = positions(merged.map(keyIn))
+  for (const entry of entries) {
+    const key = patchKeyOf(entry, mergeKey, 'the patch')
+    const i = at.get(key)
+    if (i !== undefined) merged[i] = strategicMap(merged[i] as Json, entry, item)
+    else (at.set(key, merged.length), merged.push(clean(entry)))
+  }
+
+  let orderKeys = entries.map(e => patchKeyOf(e, mergeKey, 'the patch'))
+  if (order !== undefined) {
+    if (!Array.isArray(order)) return fail(`$setElementOrder for a list merged by ${mergeKey} is not a list`)
+    const wanted = order.map(e => patchKeyOf(e, mergeKey, '$setElementOrder'))
+    // as the apiserver: the patch's entries must appear in $setElementOrder, in the same order
+    let next = 0
+    for (const key of orderKeys) {
+      while (next < wanted.length && wanted[next] !== key) next++
+      if (next++ >= wanted.length) fail(`the patch's list does not follow its $setElementOrder`)
+    }
+    orderKeys = wanted
+  }
+  const rank = positions(orderKeys)
+  const fromPatch: unknown[] = []
+  const serverOnly: unknown[] = []
+  for (const entry of merged) (rank.has(keyIn(entry) ?? '') ? fromPatch : serverOnly).push(entry)
+  fromPatch.sort((a, b) => rank.get(keyIn(a)!)! - rank.get(keyIn(b)!)!)
+
+  const serverRank = positions(original.map(keyIn))
+  const out: unknown[] = []
+  let i = 0
+  let j = 0
+  while (i < serverOnly.length || j < fromPatch.length) {
+    if (j >= fromPatch.length) out.push(serverOnly[i++])
+    else if (i >= serverOnly.length) out.push(fromPatch[j++])
+    else {
+      const left = serverRank.get(keyIn(serverOnly[i]) ?? '')
+      const right = serverRank.get(keyIn(fromPatch[j]) ?? '')
+      out.push(left !== undefined && right !== undefined && left < right ? serverOnly[i++] : fromPatch[j++])
+    }
+  }
+  return out
+}
+
+// ---------------------------------------------------------------- RFC 6902 JSON patch
+
+type Operation = (root: unknown, path: string[], op: Json, n: number, budget: { left: number }) => unknown
+const operand = (op: Json, n: number): unknown => (has(op, 'value') ? op.value : fail(`JSON patch operation ${n} has no value`))
+const operations: Record<string, Operation> = {
+  add: (root, path, op, n) => add(root, path, operand(op, n)),
+  remove: (root, path) => remove(root, path),
+  replace: (root, path, op, n) => add(remove(root, path), path, operand(op, n)),
+  move: (root, path, op, n) => {
+    const from = pointer(op.from, n)
+    if (path.length > from.length && from.every((t, i) => path[i] === t)) fail(`JSON patch operation ${n} moves a value into itself`)
+    const moved = get(root, from)
+    return add(remove(root, from), path, moved)
+  },
+  copy: (root, path, op, n, budget) => add(root, path, copyCounted(get(root, pointer(op.from, n)), budget)),
+  test: (root, path, op, n) => (sameJson(get(root, path), operand(op, n)) ? root : fail(`JSON patch operation ${n} (test of ${quote(op.path)}) failed`)),
+}
+
+/** Applies the operations to `doc` in place (a copy the caller made); returns the new root. */
+function applyJsonPatch(doc: unknown, ops: unknown): unknown {
+  if (!Array.isArray(ops)) return fail('a JSON patch is not a list of operations')
+  if (ops.length > maxJsonPatchOps) fail(`the JSON patch has ${ops.length} operations, more than ${maxJsonPatchOps}`)
+  const budget = { left: maxCopiedValues }
+  let root = doc
+  for (const [n, op] of ops.entries()) {
+    const apply = isObject(op) && typeof op.op === 'string' && Object.hasOwn(operations, op.op) ? operations[op.op] : undefined
+    if (!apply) return fail(`JSON patch operation ${n} is not add, remove, replace, move, copy or test`)
+    root = apply(root, pointer(op.path, n), op, n, budget)
+  }
+  return root
+}
+
+function pointer(v: unknown, n: number): string[] {
+  const where = `JSON patch operation ${n}`
+  if (typeof v !== 'string' || (v !== '' && !v.startsWith('/'))) return fail(`${where}: ${quote(v)} is not a JSON pointer`)
+  if (v === '') return []
+  const tokens = v.slice(1).split('/')
+  if (tokens.length > maxDepth) fail(`${where}: the path is deeper than ${maxDepth}`)
+  return tokens.map(t => (/~[^01]|~$/.test(t) ? fail(`${where}: ${quote(v)} is not a JSON pointer`) : t.replace(/~1/g, '/').replace(/~0/g, '~')))
+}
+
+function arrayIndex(list: unknown[], token: string, insert: boolean): number {
+  const i = /^(0|[1-9][0-9]{0,8})$/.test(token) ? Number(token) : -1
+  if (i < 0 || i > list.length || (i === list.length && !insert)) fail(`no element ${quote(token)} in a list of ${list.length}`)
+  return i
+}
+
+/** The object or list holding the path's last token, and that token; fails where the path does not lead. */
+function locate(root: unknown, path: string[]): [Json | unknown[], string] {
+  const at = path.slice(0, -1).reduce(child, root)
+  return isObject(at) || Array.isArray(at) ? [at, path[path.length - 1]] : fail(`the path /${path.join('/')} does not exist`)
+}
+
+function child(at: unknown, token: string): unknown {
+  if (Array.isArray(at)) return at[arrayIndex(at, token, false)]
+  return isObject(at) && has(at, token) ? at[token] : fail(`there is no ${quote(token)} on the path`)
+}
+
+const get = (root: unknown, path: string[]): unknown => (path.length === 0 ? root : child(...locate(root, path)))
+
+function add(root: unknown, path: string[], value: unknown): unknown {
+  if (path.length === 0) return value
+  const [parent, last] = locate(root, path)
+  if (Array.isArray(parent)) parent.splice(last === '-' ? parent.length : arrayIndex(parent, last, true), 0, value)
+  else setKey(parent, last, value)
+  return root
+}
+
+function remove(root: unknown, path: string[]): unknown {
+  if (path.length === 0) return fail('a JSON patch cannot remove the whole pod')
+  const [parent, last] = locate(root, path)
+  child(parent, last) // it must exist
+  if (Array.isArray(parent)) parent.splice(arrayIndex(parent, last, false), 1)
+  else delete parent[last]
+  return root
+}
+
+function copyCounted(v: unknown, budget: { left: number }): unknown {
+  if (--budget.left < 0) fail(`the JSON patch copies more than ${maxCopiedValues} values`)
+  if (Array.isArray(v)) return v.map(e => copyCounted(e, budget))
+  if (!isObject(v)) return v
+  const out: Json = {}
+  for (const [key, value] of Object.entries(v)) setKey(out, key, copyCounted(value, budget))
+  return out
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) return true
+  if (Array.isArray(a)) return Array.isArray(b) && a.length === b.length && a.every((e, i) => sameJson(e, b[i]))
+  if (!isObject(a) || !isObject(b)) return false
+  const keys = Object.keys(a)
+  return keys.length === Object.keys(b).length && keys.every(k => has(b, k) && sameJson(a[k], b[k]))
+}
