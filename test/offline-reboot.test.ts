@@ -84,6 +84,8 @@ t.test('after a reboot offline, the node endpoints follow what kubelet writes; b
     'web-v6: web-2=fd00::6 ready',
   ])
   before.informer.stop()
+  // kubectl reads discovery online once, as an operator on the node would have
+  t.equal((await kubectl(hub.url, ['get', 'endpointslices', '-n', namespace])).code, 0)
   await eventually(async () => (await debugCache(hub)).collections.some((c: any) => c.resource.includes('endpointslices') && c.listed), 20_000, 'slices cached')
 
   // the cloud goes dark, and the node reboots: the hub is killed and starts again offline

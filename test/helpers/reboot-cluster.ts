@@ -22,7 +22,9 @@ export const pods: PodSpec[] = [
   { name: 'db-1', node: 'edge-9', ips: ['10.244.2.7'] },
 ]
 
-export const uidOf = (name: string) => `uid-${name}`
+/** the uids the simulator gave the pods (loadCluster fills it in) */
+const uids = new Map<string, string>()
+export const uidOf = (name: string): string => uids.get(name) ?? `uid-${name}`
 
 const condition = (type: string, status: string) => ({ type, status, lastProbeTime: null, lastTransitionTime: '2026-11-25T13:19:08Z' })
 
@@ -30,7 +32,7 @@ function pod(p: PodSpec): any {
   return {
     apiVersion: 'v1',
     kind: 'Pod',
-    metadata: { name: p.name, namespace, uid: uidOf(p.name), labels: { app: 'web' } },
+    metadata: { name: p.name, namespace, labels: { app: 'web' } },
     spec: { nodeName: p.node, containers: [{ name: 'app', image: 'k8s.gcr.io/pause:3.7' }] },
     status: {
       phase: 'Running',
@@ -73,7 +75,7 @@ export function slicesFor(specs: PodSpec[]): any[] {
 export function loadCluster(sim: ApiServerSimulator): void {
   sim.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } })
   sim.create({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'web', namespace }, spec: { ports: [{ name: 'http', port: 80, targetPort: 8080 }] } })
-  for (const p of pods) sim.create(pod(p))
+  for (const p of pods) uids.set(p.name, sim.create(pod(p)).metadata.uid)
   for (const s of slicesFor(pods)) sim.create(s)
 }
 
