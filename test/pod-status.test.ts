@@ -185,6 +185,11 @@ const cases: Case[] = [
     bad('"evil" is not an IP'),
   ],
   ['more than 64 conditions', smp({ status: { conditions: Array.from({ length: 65 }, (_, i) => cond(`C${i}`)) } }), bad('more than 64')],
+  [
+    'a merged list longer than 1024',
+    smp({ status: { podIPs: Array.from({ length: 1025 }, (_, i) => ({ ip: `10.1.${i >> 8}.${i & 255}` })) } }),
+    bad('more than 1024 entries'),
+  ],
   ['a merged entry without its key', smp({ status: { podIPs: [{ address: '10.0.0.1' }] } }), bad('no scalar ip')],
   ['a merge key that is an object', smp({ status: { conditions: [{ type: { a: 1 } }] } }), bad('no scalar type')],
   [

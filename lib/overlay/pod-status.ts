@@ -32,6 +32,8 @@ export const maxDepth = 64
 export const maxConditions = 64
 /** one address per family: the apiserver refuses more */
 export const maxPodIPs = 2
+/** entries of a list merged by key (conditions, podIPs…): far more than a pod has, and the merge stays cheap */
+const maxMergedEntries = 1024
 /** RFC 6902 patches: operations, and JSON values `copy` may create (as the apiserver bounds them) */
 const maxJsonPatchOps = 10_000
 const maxCopiedValues = 1 << 20
@@ -307,6 +309,8 @@ function patchKeyOf(entry: unknown, mergeKey: string, where: string): string {
  * them as far as the original's order allows (strategicpatch's normalizeElementOrder).
  */
 function strategicList(original: unknown[], patch: unknown[], order: unknown, mergeKey: string, item: Schema | undefined): unknown[] {
+  if (Math.max(original.length, patch.length, Array.isArray(order) ? order.length : 0) > maxMergedEntries)
+    fail(`a list merged by ${mergeKey} with more than ${maxMergedEntries} entries`)
   const deleted = new Set<string>()
   const entries: Json[] = []
   let replace = false
@@ -340,22 +344,25 @@ function strategicList(original: unknown[], patch: unknown[], order: unknown, me
     orderKeys = wanted
   }
   const rank = positions(orderKeys)
-  const fromPatch: unknown[] = []
-  const serverOnly: unknown[] = []
-  for (const entry of merged) (rank.has(keyIn(entry) ?? '') ? fromPatch : serverOnly).push(entry)
-  fromPatch.sort((a, b) => rank.get(keyIn(a)!)! - rank.get(keyIn(b)!)!)
-
   const serverRank = positions(original.map(keyIn))
+  // [entry, its rank in the order, its place in the original]
+  const fromPatch: [unknown, number, number | undefined][] = []
+  const serverOnly: [unknown, number, number | undefined][] = []
+  for (const entry of merged) {
+    const key = keyIn(entry) ?? ''
+    const r = rank.get(key)
+    ;(r === undefined ? serverOnly : fromPatch).push([entry, r ?? 0, serverRank.get(key)])
+  }
+  fromPatch.sort((a, b) => a[1] - b[1])
   const out: unknown[] = []
   let i = 0
   let j = 0
   while (i < serverOnly.length || j < fromPatch.length) {
-    if (j >= fromPatch.length) out.push(serverOnly[i++])
-    else if (i >= serverOnly.length) out.push(fromPatch[j++])
+    if (j >= fromPatch.length) out.push(serverOnly[i++][0])
+    else if (i >= serverOnly.length) out.push(fromPatch[j++][0])
     else {
-      const left = serverRank.get(keyIn(serverOnly[i]) ?? '')
-      const right = serverRank.get(keyIn(fromPatch[j]) ?? '')
-      out.push(left !== undefined && right !== undefined && left < right ? serverOnly[i++] : fromPatch[j++])
+      const [left, right] = [serverOnly[i][2], fromPatch[j][2]]
+      out.push(left !== undefined && right !== undefined && left < right ? serverOnly[i++][0] : fromPatch[j++][0])
     }
   }
   return out
