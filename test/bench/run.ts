@@ -11,7 +11,7 @@
 //   BENCH_HUB_ARGS      extra flags for every hub started (e.g. "--shared-watches=false")
 //   BENCH_HUB_NODE_ARGS node options for the hub's processes (e.g. "--cpu-prof --cpu-prof-dir=/tmp/p")
 //   BENCH_ONLY=a,b      only these groups (their ids: get list watch watchers memory bundle kill disk
-//                       multiplexer attack fleet pool in-process); the smoke then checks only the rows of those groups
+//                       multiplexer attack fleet pool reboot in-process); the smoke then checks only the rows of those groups
 import { spawnSync } from 'node:child_process'
 import path from 'node:path'
 import { request } from 'undici'
@@ -29,6 +29,7 @@ import { fleetRows } from './fleet.ts'
 import { multiplexerRows } from './rows-multiplexer.ts'
 import { attackRows } from './rows-attack.ts'
 import { poolRows } from './rows-pool.ts'
+import { rebootRows } from './rows-reboot.ts'
 import { smokeProblems } from './smoke.ts'
 
 const smoke = process.argv.includes('--smoke')
@@ -173,6 +174,14 @@ async function main(): Promise<number> {
           ? undefined
           : "2 × 10 hubs, not the issue's 2 × 20: each hub is a node process of the build (a leader must die by SIGKILL), and 40 of them on a 2-core box take a minute per run to start and starve each other (a new leader's TLS accepts time out)",
       },
+      progress,
+    ),
+  )
+  const rebootPods = quick ? 20 : 100
+  await group(rows, 'reboot', `13. offline after a reboot: ${rebootPods} pods' status written by kubelet → kube-proxy's watch events`, () =>
+    rebootRows(
+      hubEntry,
+      { pods: rebootPods, podsPerService: 10, othersPerSlice: 5, otherServices: quick ? 10 : 50, concurrency: 10, settleMs: quick ? 500 : 2_000 },
       progress,
     ),
   )

@@ -75,6 +75,34 @@ const commands: Record<string, (args: any) => unknown> = {
     return { ms: clock() - started, resourceVersion: sim.currentResourceVersion() }
   },
 
+  /** Objects the load generator made (test/bench/rows-reboot.ts builds its cluster itself), in order: the uids the simulator gave them. */
+  async createObjects(args: { objects: any[] }) {
+    const uids: string[] = []
+    for (const obj of args.objects)
+      uids.push(sim.get(obj.apiVersion, obj.kind, obj.metadata.namespace ?? '', obj.metadata.name)?.metadata.uid ?? sim.create(obj).metadata.uid)
+    await yieldToIo()
+    return { uids, resourceVersion: sim.currentResourceVersion() }
+  },
+
+  /**
+   * The EndpointSlice controller after pods restarted: each change rewrites one endpoint (found by its
+   * pod's name) of one slice to `ip`, one update each, yielding to I/O every `batch`; each change's
+   * time (clock(), before its update) comes back in order.
+   */
+  async setEndpointAddresses(args: { changes: { namespace: string; slice: string; pod: string; ip: string }[]; batch: number }) {
+    const writtenAt: number[] = []
+    for (const [i, c] of args.changes.entries()) {
+      const current = sim.get('discovery.k8s.io/v1', 'EndpointSlice', c.namespace, c.slice)
+      if (!current) throw new Error(`no EndpointSlice ${c.namespace}/${c.slice}`)
+      const endpoints = current.endpoints.map((e: any) => (e.targetRef?.name === c.pod ? { ...e, addresses: [c.ip] } : e))
+      if (!current.endpoints.some((e: any) => e.targetRef?.name === c.pod)) throw new Error(`no endpoint of pod ${c.pod} in ${c.namespace}/${c.slice}`)
+      writtenAt.push(clock())
+      sim.update({ ...current, endpoints })
+      if (i % args.batch === args.batch - 1) await yieldToIo()
+    }
+    return { writtenAt, resourceVersion: sim.currentResourceVersion() }
+  },
+
   async fault(args: { fault: Fault }) {
     await sim.setFault(args.fault)
     return args.fault

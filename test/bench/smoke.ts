@@ -60,6 +60,8 @@ export const expectedRows = [
   'pool.watches',
   'pool.client-lists',
   'pool.resync',
+  'reboot.status-to-event.json',
+  'reboot.status-to-event.protobuf',
 ]
 
 /** The rows of each group whose ids do not start with the group's own (BENCH_ONLY names groups). */
