@@ -12,7 +12,7 @@
 //   core v1 Endpoints: 1 metadata, 2 repeated EndpointSubset
 //   EndpointSubset: 1 addresses, 2 notReadyAddresses, 3 ports; EndpointAddress: 1 ip, 2 targetRef, 3 hostname, 4 nodeName
 //   ObjectReference: 1 kind, 2 namespace, 3 name, 4 uid
-import type { LocalEndpointsInput, LocalPod } from '../lib/overlay/types.ts'
+import type { LocalEndpointsInput, LocalPod } from './local-pod.ts'
 import { FieldReader, WIRE_LEN } from '../lib/codec/wire.ts'
 import { type Emit, Patches, type Span, applyPatches, expectLen, messageField, spansOf, stringField, varintField } from './protobuf-edit.ts'
 import { type TargetRef, decideAddress, decideSliceEndpoint, podOf } from './localendpoints.ts'

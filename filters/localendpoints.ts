@@ -8,7 +8,7 @@
 // (./localendpoints-protobuf.ts), so both wire formats decide alike.
 
 import { isIP } from 'node:net'
-import type { LocalEndpointsInput, LocalPod } from '../lib/overlay/types.ts'
+import type { LocalEndpointsInput, LocalPod } from './local-pod.ts'
 import type { EndpointsKind } from './servicetopology.ts'
 import { hostnameKey } from './topology.ts'
 

@@ -21,7 +21,7 @@ import { nodePortIsolationFilter } from './nodeportisolation.ts'
 import { inClusterConfigFilter } from './inclusterconfig.ts'
 import { localEndpointsJsonBytes, localEndpointsObject } from './localendpoints.ts'
 import { localEndpointsProtobuf } from './localendpoints-protobuf.ts'
-import type { LocalEndpointsInput } from '../lib/overlay/types.ts'
+import type { LocalEndpointsInput } from './local-pod.ts'
 
 export type { ResponseFilter } from './chain.ts'
 

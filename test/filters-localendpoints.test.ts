@@ -10,7 +10,7 @@ import { localEndpointsProtobuf } from '../filters/localendpoints-protobuf.ts'
 import { Patches, applyPatches, messageField, spansOf, stringField } from '../filters/protobuf-edit.ts'
 import { decodeUnknown, splitList } from '../lib/codec/protobuf.ts'
 import { decodeObject, encodeObject } from '../lib/codec/typed.ts'
-import type { LocalEndpointsInput, LocalPod } from '../lib/overlay/types.ts'
+import type { LocalEndpointsInput, LocalPod } from '../filters/local-pod.ts'
 import { fixtureBytes, fixtureJson } from './helpers/fixtures.ts'
 
 type Json = Record<string, any>

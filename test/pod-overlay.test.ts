@@ -8,7 +8,7 @@ import type { OverlayFacts } from '../lib/overlay/verdict.ts'
 import { PodOverlay } from '../lib/overlay/pod-overlay.ts'
 import type { OverlayState } from '../lib/overlay/pod-overlay.ts'
 import { resumedUrl } from '../lib/overlay/resume.ts'
-import type { LocalPod } from '../lib/overlay/types.ts'
+import type { LocalPod } from '../filters/local-pod.ts'
 
 const log = pino({ level: 'silent' })
 

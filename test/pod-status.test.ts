@@ -4,7 +4,7 @@ import t from 'tap'
 import { encodeBody } from '../lib/codec/typed.ts'
 import { localPodOf, maxWriteBytes, statusAfterWrite } from '../lib/overlay/pod-status.ts'
 import type { PodJson, StatusWrite } from '../lib/overlay/pod-status.ts'
-import type { LocalPod } from '../lib/overlay/types.ts'
+import type { LocalPod } from '../filters/local-pod.ts'
 import { fixtureJson } from './helpers/fixtures.ts'
 
 const uid = '0d8778a0-579e-4471-93ef-0173861c1e41'

@@ -12,7 +12,7 @@
 // resumed from the real version the range was minted over (resumeVersion), so it misses nothing.
 import { EventEmitter } from 'node:events'
 import type { Logger } from 'pino'
-import type { LocalEndpointsInput, LocalPod } from './types.ts'
+import type { LocalEndpointsInput, LocalPod } from '../../filters/local-pod.ts'
 import { overlayVerdict } from './verdict.ts'
 import type { Observation } from './verdict.ts'
 
