@@ -1,6 +1,8 @@
 // PATCH bodies: JSON merge patch (RFC 7386), a pragmatic strategic merge patch (merge patch whose
-// lists of named objects merge by name, with $patch / $setElementOrder directives understood or
-// dropped), and JSON patch (RFC 6902).
+// lists merge by the Kubernetes merge keys where they have one: conditions by type, podIPs and
+// hostIPs by ip, a node's addresses by type, the rest of named objects by name; `$patch` and
+// `$setElementOrder` understood, `$deleteFromPrimitiveList` applied, `$retainKeys` dropped; no
+// schema, so a list is merged only when every entry has the key), and JSON patch (RFC 6902).
 
 import { badRequest } from './errors.ts'
 
@@ -16,9 +18,41 @@ export function mergePatch(target: any, patch: any): any {
   return out
 }
 
-function namedList(v: unknown): v is { name: string }[] {
-  return Array.isArray(v) && v.every(e => isObject(e) && typeof e.name === 'string')
+/**
+ * The merge key of a list field, as the Kubernetes types declare it (patchMergeKey); candidates in
+ * order, the first every entry has wins. A field not named here merges by `name` when every entry
+ * has one, else the patch's list replaces the object's.
+ */
+const mergeKeys: Record<string, readonly string[]> = {
+  conditions: ['type'],
+  podIPs: ['ip'],
+  hostIPs: ['ip'],
+  // NodeStatus.addresses; an Endpoints subset's addresses have no type and are replaced whole
+  addresses: ['type'],
+  taints: ['key'],
+  volumeMounts: ['mountPath'],
+  volumeDevices: ['devicePath'],
+  ownerReferences: ['uid'],
+  // a container's ports, then a Service's
+  ports: ['containerPort', 'port'],
 }
+
+type Key = string | number
+
+function scalarKey(entry: unknown, key: string): Key | undefined {
+  const v = isObject(entry) ? entry[key] : undefined
+  return typeof v === 'string' || typeof v === 'number' ? v : undefined
+}
+
+/** The key `field`'s list merges by, or undefined: every entry of both lists (and of the order) must have it. */
+function mergeKeyOf(field: string, patch: unknown[], target: unknown, order: unknown): string | undefined {
+  const lists = [patch, Array.isArray(target) ? target : [], Array.isArray(order) ? order : []]
+  if (!lists.every(l => l.every(isObject))) return undefined
+  return (mergeKeys[field] ?? ['name']).find(key => lists.every(l => l.every(e => scalarKey(e, key) !== undefined)))
+}
+
+const orderPrefix = '$setElementOrder/'
+const deletePrimitivesPrefix = '$deleteFromPrimitiveList/'
 
 export function strategicMergePatch(target: any, patch: any): any {
   if (!isObject(patch)) return patch
@@ -29,31 +63,82 @@ export function strategicMergePatch(target: any, patch: any): any {
   if (patch.$patch === 'delete') return undefined
   const out: Record<string, any> = isObject(target) ? { ...target } : {}
   for (const [k, v] of Object.entries(patch)) {
-    if (k.startsWith('$')) continue // $setElementOrder/…, $retainKeys, $deleteFromPrimitiveList/…
+    if (k.startsWith('$')) continue // $setElementOrder/… (with its list, below), $retainKeys, $deleteFromPrimitiveList/… (after)
     if (v === null) {
       delete out[k]
-    } else if (Array.isArray(v) && namedList(v) && namedList(out[k])) {
-      const merged: any[] = [...out[k]]
-      for (const item of v as any[]) {
-        const at = merged.findIndex(e => e.name === item.name)
-        if (item.$patch === 'delete') {
-          if (at !== -1) merged.splice(at, 1)
-        } else if (at === -1) {
-          merged.push(stripDirectives(item))
-        } else {
-          merged[at] = strategicMergePatch(merged[at], item)
-        }
-      }
-      out[k] = merged
     } else if (Array.isArray(v)) {
-      out[k] = v.filter(e => !(isObject(e) && e.$patch === 'delete')).map(stripDirectives)
+      out[k] = mergeList(k, out[k], v, patch[orderPrefix + k])
     } else {
       const next = strategicMergePatch(out[k], v)
       if (next === undefined) delete out[k]
       else out[k] = next
     }
   }
+  for (const [k, v] of Object.entries(patch)) {
+    if (k.startsWith(orderPrefix) && !Object.hasOwn(patch, k.slice(orderPrefix.length))) {
+      // an order alone reorders what the object holds
+      const field = k.slice(orderPrefix.length)
+      if (Array.isArray(out[field])) out[field] = mergeList(field, out[field], [], v)
+    } else if (k.startsWith(deletePrimitivesPrefix) && Array.isArray(v)) {
+      const field = k.slice(deletePrimitivesPrefix.length)
+      if (Array.isArray(out[field])) out[field] = out[field].filter((e: unknown) => !v.includes(e))
+    }
+  }
   return out
+}
+
+/**
+ * A list of the patch into the object's: by its merge key when it has one (`$patch: delete` entries
+ * remove, others merge into the entry of the same key or are added, `$patch: replace` replaces),
+ * else replaced. Then the patch's entries take the order of `$setElementOrder` (else the patch's),
+ * and entries only the object has keep their places among them (strategicpatch's normalizeElementOrder).
+ */
+function mergeList(field: string, target: unknown, patch: unknown[], order: unknown): unknown[] {
+  const replace = patch.some(e => isObject(e) && e.$patch === 'replace')
+  const entries: any[] = patch.filter(e => !(isObject(e) && e.$patch === 'replace'))
+  const key = mergeKeyOf(field, entries, target, order)
+  if (key === undefined || replace) {
+    if (key === undefined && Array.isArray(order) && !order.every(isObject)) return orderPrimitives(entries, order)
+    return entries.filter(e => !(isObject(e) && e.$patch === 'delete')).map(stripDirectives)
+  }
+  const original = Array.isArray(target) ? target : []
+  const keyOf = (e: unknown) => scalarKey(e, key)!
+  const deleted = new Set(entries.filter(e => e.$patch === 'delete').map(keyOf))
+  const merged: any[] = original.filter(e => !deleted.has(keyOf(e)))
+  const patched = entries.filter(e => e.$patch !== 'delete')
+  for (const entry of patched) {
+    const at = merged.findIndex(e => keyOf(e) === keyOf(entry))
+    if (at === -1) merged.push(stripDirectives(entry))
+    else merged[at] = strategicMergePatch(merged[at], entry)
+  }
+  const orderKeys = Array.isArray(order) ? order.map(keyOf) : patched.map(keyOf)
+  const rank = new Map<Key, number>()
+  orderKeys.forEach((k, i) => rank.has(k) || rank.set(k, i))
+  const fromPatch = merged.filter(e => rank.has(keyOf(e))).sort((a, b) => rank.get(keyOf(a))! - rank.get(keyOf(b))!)
+  const serverOnly = merged.filter(e => !rank.has(keyOf(e)))
+  const serverRank = new Map<Key, number>()
+  original.forEach((e, i) => serverRank.has(keyOf(e)) || serverRank.set(keyOf(e), i))
+  const out: unknown[] = []
+  let i = 0
+  let j = 0
+  while (i < serverOnly.length || j < fromPatch.length) {
+    if (j >= fromPatch.length) out.push(serverOnly[i++])
+    else if (i >= serverOnly.length) out.push(fromPatch[j++])
+    else {
+      // an entry new to the object has no place in it yet: it goes before the object's own, as the apiserver puts it
+      const left = serverRank.get(keyOf(serverOnly[i]))
+      const right = serverRank.get(keyOf(fromPatch[j]))
+      out.push(left !== undefined && right !== undefined && left < right ? serverOnly[i++] : fromPatch[j++])
+    }
+  }
+  return out
+}
+
+/** A list of scalars replaced by the patch's, in the order `$setElementOrder` gives. */
+function orderPrimitives(entries: unknown[], order: unknown[]): unknown[] {
+  const rank = new Map(order.map((v, i) => [v, i]))
+  const kept = entries.filter(e => !(isObject(e) && e.$patch === 'delete')).map(stripDirectives)
+  return kept.sort((a, b) => (rank.get(a) ?? order.length) - (rank.get(b) ?? order.length))
 }
 
 function stripDirectives(v: any): any {
