@@ -9,6 +9,8 @@
 //   kube-proxy lists and watches again from its list's version; kubelet sends each pod's status patch
 //   (strategic merge, as a real kubelet's) with yet another address, `concurrency` at a time: each is
 //   timed from its send to the first event naming its new address on each watch.
+// Twice: beside a few Services of other nodes, and beside many (what an overlay change costs grows
+// with the slices the hub re-filters for each open watch).
 import { Agent, request } from 'undici'
 import { statusPatch, uidOf } from '../helpers/reboot-cluster.ts'
 import { clientHeaders, clock, openWatch, percentile, userAgents } from './load.ts'
@@ -254,11 +256,16 @@ const delaysOf = (from: number[], to: number[]): Delays => {
 const ms = (n: number): string => `${n.toFixed(0)} ms`
 const spread = (d: Delays): string => `p50 ${ms(d.p50)}, p99 ${ms(d.p99)}, worst ${ms(d.worst)}`
 
-export async function rebootRows(hubEntry: string, counts: RebootCounts, progress: (what: string) => void): Promise<Row[]> {
+/**
+ * The rows of one cluster size, `id` their ids' stem (reboot.<id>.json, .protobuf): the JSON and the
+ * protobuf watch, each its p99 offline against the same delay online.
+ */
+export async function rebootRows(hubEntry: string, id: string, counts: RebootCounts, progress: (what: string) => void): Promise<Row[]> {
   const rows: Row[] = []
-  const what = `offline after a reboot: kubelet status write with a new address → kube-proxy's watch event, ${counts.pods} pods`
+  const cached = thousands(localServices(counts) + counts.otherServices)
+  const what = `offline after a reboot: kubelet status write with a new address → kube-proxy's watch event, ${counts.pods} pods, ${cached} slices cached`
   const base = (format: Format) => ({
-    id: `reboot.status-to-event.${format}`,
+    id: `reboot.${id}.${format}`,
     name: `${what} (${format === 'json' ? 'JSON' : 'protobuf'} watch), p99`,
     unit: 'ms',
     baselineLabel: 'online slice write',

@@ -62,6 +62,8 @@ export const expectedRows = [
   'pool.resync',
   'reboot.status-to-event.json',
   'reboot.status-to-event.protobuf',
+  'reboot.status-to-event-many-slices.json',
+  'reboot.status-to-event-many-slices.protobuf',
 ]
 
 /** The rows of each group whose ids do not start with the group's own (BENCH_ONLY names groups). */
