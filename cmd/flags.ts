@@ -437,6 +437,16 @@ export const flags: readonly FlagSpec[] = [
     parse: values => duration(last(values)),
   }),
   spec({
+    flag: 'node-condition',
+    env: 'OUTPOST_NODE_CONDITION',
+    arg: '',
+    boolean: true,
+    key: 'nodeCondition',
+    default: String(defaults.nodeCondition),
+    help: "keep the OutpostAutonomy condition on this node's Node: would it survive a cut",
+    parse: values => bool(last(values)),
+  }),
+  spec({
     flag: 'max-list-bytes',
     env: 'OUTPOST_MAX_LIST_BYTES',
     arg: 'BYTES',

@@ -46,6 +46,8 @@ export interface HubConfig {
   maxWatchBacklogBytes: number
   /** a watch or list response whose client takes nothing for this long is ended */
   stallTimeoutMs: number
+  /** keep the OutpostAutonomy condition on this node's Node (lib/autonomy/) */
+  nodeCondition: boolean
   /** once the cloud is back, longest the node's endpoints keep what kubelet wrote of its pods while it was away */
   podOverlayTtlMs: number
   /** a list (or get) bigger than this is relayed as it streams: not cached, not filtered */
@@ -122,6 +124,7 @@ export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
   maxWatchBacklogBytes: 4 * 1024 * 1024,
   stallTimeoutMs: 60_000,
   podOverlayTtlMs: 5 * 60_000,
+  nodeCondition: true,
   maxListBytes: 128 * 1024 * 1024,
   headerTimeoutMs: 10_000,
   idleTimeoutMs: 90_000,

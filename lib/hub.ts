@@ -41,6 +41,7 @@ import { PodOverlay } from './overlay/pod-overlay.ts'
 import type { RealVersions } from './overlay/pod-overlay.ts'
 import { StatusLearner } from './overlay/learn.ts'
 import { resumedUrl } from './overlay/resume.ts'
+import { startAutonomyCondition } from './autonomy/node-condition.ts'
 
 export interface Hub {
   /** http://<bind>:<port> of the proxy */
@@ -74,6 +75,8 @@ export interface StartOptions {
   cacheBookmarkIntervalMs?: number
   /** how often credential and certificate files are re-read, and pending CSRs polled (tests: fast) */
   timing?: { reloadIntervalMs?: number; csrPollIntervalMs?: number }
+  /** the OutpostAutonomy writer's pace (tests: fast) */
+  autonomy?: { settleMs?: number; minIntervalMs?: number; tickMs?: number }
 }
 
 function serversFor(config: HubConfig, credentials: UpstreamCredentials): URL[] {
@@ -390,6 +393,13 @@ async function startWithCache(
     currentCredentials = next
     upstream.setCredentials(next)
   }, api)
+  // the Node's OutpostAutonomy condition: whether this node would survive a cut, written while online
+  const autonomy = config.nodeCondition
+    ? startAutonomyCondition({ upstream, store, cacheOff, nodeName: config.nodeName, isOnline: () => checker.state === 'online', log, ...options.autonomy })
+    : undefined
+  health.on('change', state => {
+    if (state === 'online') void autonomy?.tick()
+  })
   const hub: Hub = {
     proxyUrl: urlOf(proxy.server.address() as AddressInfo),
     adminUrl: urlOf(admin.server.address() as AddressInfo),
@@ -411,6 +421,7 @@ async function startWithCache(
       await pool?.close()
       checker.stop()
       overlay.close()
+      autonomy?.stop()
       await topology.stop()
       nodeCredentials.stop()
       watchCaches.close()

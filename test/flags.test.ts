@@ -57,6 +57,7 @@ t.test('defaults', async t => {
     maxWatchBacklogBytes: 4194304,
     stallTimeoutMs: 60_000,
     podOverlayTtlMs: 300_000,
+    nodeCondition: true,
     maxListBytes: 134217728,
     headerTimeoutMs: 10_000,
     idleTimeoutMs: 90_000,

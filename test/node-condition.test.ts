@@ -219,7 +219,8 @@ function countingApi(h: Harness): { api: NodeApi; offlineCalls: () => number } {
 }
 
 t.test('the writer through a hub: kubectl shows the condition; offline nothing is written, the change follows on reconnect', async t => {
-  const h = await startHarness({ demo: true })
+  // the hub's own writer off: this test drives one of its own
+  const h = await startHarness({ demo: true, config: { nodeCondition: false } })
   t.teardown(() => h.close())
   const { api, offlineCalls } = countingApi(h)
   const writer = new AutonomyWriter({
@@ -291,7 +292,8 @@ t.test('the writer through a hub: kubectl shows the condition; offline nothing i
 })
 
 t.test('it cannot flap: facts changing every tick are never written, values flipping slower cost one write per interval', async t => {
-  const h = await startHarness({ demo: true })
+  // the hub's own writer off: this test drives one of its own
+  const h = await startHarness({ demo: true, config: { nodeCondition: false } })
   t.teardown(() => h.close())
   let value = cond('First')
   let flapping = true
@@ -328,4 +330,13 @@ t.test('it cannot flap: facts changing every tick are never written, values flip
   t.ok(statusPatches(h) <= 2, `at most one more write while they flipped (${statusPatches(h)})`)
   await eventually(() => autonomyOf(nodeInSimulator(h))?.reason === 'Last', 5_000, 'the last value written after the interval')
   t.ok(statusPatches(h) <= 3, `two or three writes in all (${statusPatches(h)})`)
+})
+
+t.test("the hub keeps the condition on its own Node, with the node's credentials", async t => {
+  const h = await startHarness({ demo: true, start: { autonomy: { settleMs: 100, minIntervalMs: 0, tickMs: 20 } } })
+  t.teardown(() => h.close())
+  await eventually(() => autonomyOf(nodeInSimulator(h))?.reason === 'NeverSynced', 10_000, 'the NeverSynced condition')
+  const list = await request(`${h.url}/api/v1/pods?fieldSelector=spec.nodeName%3D${node}`, { headers: { 'user-agent': 'kubelet/v1.24.0' } })
+  t.equal(list.status, 200)
+  await eventually(() => autonomyOf(nodeInSimulator(h))?.status === 'True', 10_000, 'the True condition once kubelet has listed its pods')
 })
