@@ -21,7 +21,15 @@ function registry(hub: { host: string; port: number } | null = { host: '169.254.
   const context = recordedContext('kind-worker2')
   const annotations = recordedAnnotations()
   const provider: TopologyProvider = { known: true, nodePool: 'shanghai', context: () => context, annotationOf: (ns, name) => annotations.get(`${ns}/${name}`) }
-  return new FilterRegistry(provider, { enabled: filterNames, components: {}, ...(hub ? { hub } : {}) }, pino({ level: 'silent' }))
+  // an overlay naming a pod the recordings do not have: localendpoints runs on every slice and changes none
+  const pods = new Map([
+    [
+      'default/not-recorded',
+      { namespace: 'default', name: 'not-recorded', uid: 'u', ips: ['10.9.9.9'], ready: true, serving: true, gone: false, terminating: false },
+    ],
+  ])
+  const local = { input: () => ({ nodeName: 'kind-worker2', pods }) }
+  return new FilterRegistry(provider, { enabled: filterNames, components: {}, local, ...(hub ? { hub } : {}) }, pino({ level: 'silent' }))
 }
 
 const chainFor = (r: FilterRegistry, path: string, component: string): ResponseFilter => {
