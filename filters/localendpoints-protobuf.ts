@@ -15,7 +15,7 @@
 import type { LocalEndpointsInput, LocalPod } from './local-pod.ts'
 import { FieldReader, WIRE_LEN } from '../lib/codec/wire.ts'
 import { type Emit, Patches, type Span, applyPatches, expectLen, messageField, spansOf, stringField, varintField } from './protobuf-edit.ts'
-import { type TargetRef, decideAddress, decideSliceEndpoint, podOf } from './localendpoints.ts'
+import { type TargetRef, decideAddress, decideSliceEndpoint, mayNameOverlaidPod, podOf } from './localendpoints.ts'
 import { hostnameKey } from './topology.ts'
 
 export { ProtobufError } from '../lib/codec/wire.ts'
@@ -198,7 +198,7 @@ function filterEndpoints(raw: Buffer, input: LocalEndpointsInput): Buffer {
  * filter's path throw ProtobufError.
  */
 export function localEndpointsProtobuf(raw: Buffer, apiVersion: string, kind: string, input: LocalEndpointsInput): Buffer {
-  if (input.pods.size === 0) return raw
+  if (input.pods.size === 0 || !mayNameOverlaidPod(raw, input.pods)) return raw
   if (kind === 'EndpointSlice' && (apiVersion === sliceV1 || apiVersion === sliceV1beta1)) return filterSlice(apiVersion === sliceV1beta1, raw, input)
   if (kind === 'Endpoints' && apiVersion === 'v1') return filterEndpoints(raw, input)
   return raw

@@ -258,6 +258,15 @@ const isSpace = (c: number): boolean => c === 0x20 || c === 0x0a || c === 0x0d |
  * which is not decoded here: it may). The pattern cannot match inside a string, where quotes are
  * escaped; the apiserver writes member names without escapes.
  */
+/**
+ * Whether the bytes hold any overlaid pod's name anywhere (a protobuf object's pre-check: an
+ * endpoint names its pod in its targetRef, so an object without any of the names needs no decoding).
+ */
+export function mayNameOverlaidPod(raw: Buffer, pods: ReadonlyMap<string, LocalPod>): boolean {
+  for (const same of podNames(pods).values()) for (const name of same) if (raw.includes(name)) return true
+  return false
+}
+
 function namesOneOf(raw: Buffer, names: Names): boolean {
   const last = raw.length - 6
   for (let at = 0; at < last; at++) {

@@ -277,7 +277,7 @@ async function startWithCache(
   })
   overlay.on('change', () => {
     // offline, a version minted for the change: every watch's stream moves on to it
-    const watches = filteredWatches.change(() => filters.invalidate(), overlay.mintedVersion())
+    const watches = filteredWatches.change(() => filters.invalidate(), overlay.mintedVersion(), overlay.affected())
     log.debug({ pods: overlay.size, watches }, 'pod overlay changed')
   })
   health.on('change', state => overlay.setOnline(state === 'online'))

@@ -216,6 +216,7 @@ const readmeChecks: { what: string; matches(command: string): boolean; exitCode?
         'discardcloudservice',
         'forwardkubesvctraffic',
         'inclusterconfig',
+        'localendpoints',
         'masterservice',
         'nodeportisolation',
         'serviceenvupdater',

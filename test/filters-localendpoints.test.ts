@@ -281,11 +281,11 @@ t.test('protobuf: decodes and encodes as the JSON output; unchanged is the same 
     t.ok(out.equals(encodeObject(c.want, apiVersion, kind)), `${c.what}: the bytes the apiserver would write`)
   }
   const { input } = inputOf([pod()])
-  t.throws(
-    () => localEndpointsProtobuf(Buffer.from([0x12, 0x05, 0x0a]), 'discovery.k8s.io/v1', 'EndpointSlice', input),
-    { name: 'ProtobufError' },
-    'malformed bytes',
-  )
+  const name = Buffer.from([...input.pods.values()][0].name)
+  const malformed = Buffer.concat([Buffer.from([0x12, 0x05, 0x0a]), name])
+  t.throws(() => localEndpointsProtobuf(malformed, 'discovery.k8s.io/v1', 'EndpointSlice', input), { name: 'ProtobufError' }, 'malformed bytes that name a pod')
+  const unnamed = Buffer.from([0x12, 0x05, 0x0a])
+  t.equal(localEndpointsProtobuf(unnamed, 'discovery.k8s.io/v1', 'EndpointSlice', input), unnamed, 'bytes that name no overlaid pod pass unread')
 })
 
 /** Each field of a message, as its bytes (tag included). */

@@ -263,9 +263,25 @@ export class PodOverlay extends EventEmitter {
     if (this.entries.size === 0) this.disarm()
   }
 
+  /**
+   * Which objects the last change can touch: those whose bytes (JSON or protobuf) name one of the
+   * pods it changed (a conservative test: an endpoint names its pod in its targetRef).
+   */
+  affected(): (body: Buffer) => boolean {
+    const names = this.lastChanged
+    return body => names.some(name => body.includes(name))
+  }
+
+  private lastChanged: Buffer[] = []
+
   private change(apply: () => void): void {
     this.emit('beforechange')
+    const before = new Map(this.entries)
     apply()
+    const changed = new Set<string>()
+    for (const [key, entry] of this.entries) if (before.get(key) !== entry) changed.add(entry.pod.name)
+    for (const [key, entry] of before) if (this.entries.get(key) !== entry) changed.add(entry.pod.name)
+    this.lastChanged = [...changed].map(name => Buffer.from(name))
     this.current = this.makeInput()
     this.emit('change')
     if (this.online) this.arm()

@@ -8,7 +8,7 @@ export interface RefilterableWatch {
   /** what the filters read is about to change: work out what the client was shown */
   settle(): void
   /** what the filters read changed: filter the client's objects again, at their turn (moving the stream to `moveTo` first, when given) */
-  refilter(moveTo?: bigint): void
+  refilter(moveTo?: bigint, affects?: (body: Buffer) => boolean): void
 }
 
 export class FilteredWatches {
@@ -33,12 +33,13 @@ export class FilteredWatches {
    * What the filters read changed: events filtered since the first notice were shown with the
    * context about to go, so every watch settles again; then the context switches (the filters
    * read the new one), then every watch queues its re-filter. `moveTo`: a version minted for the
-   * change, which the streams move on to first. Returns how many watches were told.
+   * change, which the streams move on to first; `affects`: which objects it can touch (default all).
+   * Returns how many watches were told.
    */
-  change(switchContext: () => void, moveTo?: bigint): number {
+  change(switchContext: () => void, moveTo?: bigint, affects?: (body: Buffer) => boolean): number {
     this.settle()
     switchContext()
-    for (const watch of this.watches) watch.refilter(moveTo)
+    for (const watch of this.watches) watch.refilter(moveTo, affects)
     return this.watches.size
   }
 }

@@ -56,10 +56,10 @@ export function runOfflineWatch(start: OfflineWatchStart, sink: FrameSink, optio
     tracker && live
       ? live.register({
           settle: () => tracker.settle(),
-          refilter: moveTo => {
+          refilter: (moveTo, affects) => {
             // BOOKMARKs from then on at the version the stream moved to
             if (moveTo !== undefined && moveTo > numericVersion(streamVersion)) streamVersion = moveTo.toString()
-            tracker.refilter(moveTo)
+            tracker.refilter(moveTo, affects)
           },
         })
       : undefined

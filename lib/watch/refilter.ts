@@ -93,6 +93,8 @@ export class FilteredWatch {
   private queued = false
   /** the version the next re-filter moves the stream to, when one was minted */
   private moveTo: bigint | undefined
+  /** which objects the next re-filter looks at: all, or those some change since the last one may touch */
+  private scope: ((body: Buffer) => boolean)[] | 'all' | undefined
   /** keys of objects that need an event */
   private readonly pending = new Set<string>()
   private deferTimer: NodeJS.Timeout | undefined
@@ -260,18 +262,26 @@ export class FilteredWatch {
    * What the filters read changed: queue one re-filter (several changes before its turn share it).
    * `moveTo`: a version minted for the change (offline, where nothing newer is real): the stream
    * moves on to it first, so every client takes the events as news (lib/overlay/pod-overlay.ts).
+   * `affects`: the change can only touch objects whose body it says yes to (a conservative test);
+   * without it, every object is filtered again.
    */
-  refilter(moveTo?: bigint): void {
+  refilter(moveTo?: bigint, affects?: (body: Buffer) => boolean): void {
     if (moveTo !== undefined && (this.moveTo === undefined || moveTo > this.moveTo)) this.moveTo = moveTo
+    if (!affects) this.scope = 'all'
+    else if (this.scope !== 'all') this.scope = [...(this.scope ?? []), affects]
     if (this.queued) return
     this.queued = true
     this.inject(() => {
       this.queued = false
       if (this.moveTo !== undefined && this.moveTo > this.highWater) this.highWater = this.moveTo
       this.moveTo = undefined
+      const scope = this.scope
+      this.scope = undefined
       for (const [key, tracked] of this.objects) {
         // kept as its source: what the filters make of it now is what the client was sent
         if (!(tracked instanceof Tracked)) continue
+        // a change that can only touch some objects (one pod's endpoints): the others are not filtered again
+        if (scope !== 'all' && scope !== undefined && !scope.some(affected => affected(tracked.source.body))) continue
         if (tracked.needs === 'send') continue
         if (same(this.filtered(tracked.source), this.sentOf(tracked))) continue
         tracked.needs = 'send'

@@ -189,8 +189,8 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
   }
 
   /** The topology changed: this client's objects are filtered again at their turn. */
-  refilter(moveTo?: bigint): void {
-    this.tracker?.refilter(moveTo)
+  refilter(moveTo?: bigint, affects?: (body: Buffer) => boolean): void {
+    this.tracker?.refilter(moveTo, affects)
   }
 
   private send(type: string, object: CachedObject, streamVersion: bigint, memo?: CacheEvent): void {
