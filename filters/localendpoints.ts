@@ -9,6 +9,7 @@
 
 import { isIP } from 'node:net'
 import type { LocalEndpointsInput, LocalPod } from './local-pod.ts'
+import { kindOf } from './servicetopology.ts'
 import type { EndpointsKind } from './servicetopology.ts'
 import { hostnameKey } from './topology.ts'
 
@@ -74,16 +75,6 @@ export function decideAddress(pod: LocalPod, ip: string, input: LocalEndpointsIn
   if (pod.gone || pod.terminating) return null
   const now = ipOfFamily(pod, family)
   return now === undefined ? null : { ip: now, ready: pod.ready }
-}
-
-/** The object's kind, if it is one the filter handles: its own kind and apiVersion, else the hint. */
-function kindOf(object: Json, hint: EndpointsKind | undefined): EndpointsKind | undefined {
-  const kind = object.kind === undefined || object.kind === '' ? hint : object.kind
-  const apiVersion = object.apiVersion
-  const noVersion = apiVersion === undefined || apiVersion === ''
-  if (kind === 'EndpointSlice' && (noVersion || apiVersion === 'discovery.k8s.io/v1' || apiVersion === 'discovery.k8s.io/v1beta1')) return kind
-  if (kind === 'Endpoints' && (noVersion || apiVersion === 'v1')) return kind
-  return undefined
 }
 
 function refOf(v: unknown): TargetRef | undefined {

@@ -42,8 +42,8 @@ export function serviceOf(kind: string, metadata: { name?: string; labels?: Reco
   return undefined
 }
 
-/** The object's kind, if it is one the filter handles: its own kind and apiVersion, else the hint. */
-function kindOf(object: Json, hint: EndpointsKind | undefined): EndpointsKind | undefined {
+/** An endpoints object's kind, if it is one the endpoint filters handle: its own kind and apiVersion, else the hint. */
+export function kindOf(object: Record<string, unknown>, hint: EndpointsKind | undefined): EndpointsKind | undefined {
   const kind = object.kind === undefined || object.kind === '' ? hint : object.kind
   const apiVersion = object.apiVersion
   const noVersion = apiVersion === undefined || apiVersion === ''
