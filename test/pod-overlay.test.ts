@@ -162,3 +162,26 @@ t.test("online, an entry goes once the cloud's endpoint names the pod's address"
   t.equal(overlay.size, 0, 'never seen, and the TTL since the cloud came back ran out')
   overlay.close()
 })
+
+t.test("kubelet's retries of the same status cost no disk write; an overlay read back with the cloud up runs out its TTL", async t => {
+  const state = memoryState()
+  let now = 0
+  const overlay = new PodOverlay({ nodeName: 'n1', state, log, ttlMs: 60_000, now: () => now, checkMs: 1_000_000 })
+  overlay.setOnline(false)
+  await overlay.learn(pod('a', ['10.0.0.1']), ['10.1.0.1'])
+  const writes = state.writes
+  for (let i = 0; i < 10; i++) await overlay.learn(pod('a', ['10.0.0.1']), ['10.1.0.1'])
+  t.equal(state.writes, writes, 'ten retries, no save')
+
+  // the hub restarts with the cloud up: the TTL counts from then, entries are not kept for good
+  const again = new PodOverlay({ nodeName: 'n1', state, log, ttlMs: 60_000, now: () => now, checkMs: 1_000_000 })
+  await again.load()
+  now = 5_000
+  again.setOnline(true)
+  again.check()
+  t.equal(again.size, 1, 'kept while the cloud may still catch up')
+  now = 65_000
+  again.check()
+  t.equal(again.size, 0, 'gone once the TTL since the start ran out')
+  again.close()
+})

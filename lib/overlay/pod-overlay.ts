@@ -98,13 +98,16 @@ const familyOf = (ip: string): string => (ip.includes(':') ? 'IPv6' : 'IPv4')
 export class PodOverlay extends EventEmitter {
   private readonly entries = new Map<string, Entry>()
   private minted: Minted | undefined
-  private online = true
+  /** the hub says which at start (setOnline): an overlay read back while the cloud is up starts its TTL then */
+  private online = false
   private cloudBackAt: number | undefined
   private timer: NodeJS.Timeout | undefined
   private current: LocalEndpointsInput
   /** saves run one at a time; a save asked for meanwhile covers every change before it */
   private saving: Promise<void> = Promise.resolve()
   private saveQueued: Promise<void> | undefined
+  /** a change not yet known to be on disk */
+  private unsaved = false
   private readonly now: () => number
 
   constructor(private readonly options: PodOverlayOptions) {
@@ -157,7 +160,8 @@ export class PodOverlay extends EventEmitter {
   async learn(pod: LocalPod, cloudIps: readonly string[]): Promise<void> {
     const key = `${pod.namespace}/${pod.name}`
     const entry = this.entries.get(key)
-    if (entry && samePod(entry.pod, pod)) return this.save()
+    // kubelet retries each write every few seconds: the same status again costs no disk write
+    if (entry && samePod(entry.pod, pod)) return this.unsaved ? this.save() : Promise.resolve()
     if (!entry && this.entries.size >= maxOverlaidPods) throw new Error(`the overlay holds ${maxOverlaidPods} pods already`)
     const at = this.now()
     this.change(() => {
@@ -283,6 +287,7 @@ export class PodOverlay extends EventEmitter {
     for (const [key, entry] of before) if (this.entries.get(key) !== entry) changed.add(entry.pod.name)
     this.lastChanged = [...changed].map(name => Buffer.from(name))
     this.current = this.makeInput()
+    this.unsaved = true
     this.emit('change')
     if (this.online) this.arm()
   }
@@ -296,9 +301,15 @@ export class PodOverlay extends EventEmitter {
       () => {},
       () => {},
     )
-    this.saveQueued = queued.then(() => {
+    this.saveQueued = queued.then(async () => {
       this.saveQueued = undefined
-      return state.writeState(overlayStateName, this.snapshot())
+      this.unsaved = false
+      try {
+        await state.writeState(overlayStateName, this.snapshot())
+      } catch (error) {
+        this.unsaved = true
+        throw error
+      }
     })
     this.saving = this.saveQueued
     return this.saveQueued
