@@ -278,6 +278,9 @@ export class FilterRegistry {
       if (!step || !spec.resources.includes(resource) || !(components.includes(info.component) || components.includes('*'))) continue
       // service topology needs this node: until it is known, objects pass as they are
       if (spec.name === 'servicetopology' && !this.provider.known) continue
+      // a get or list is answered at once: with no pod overlaid, the filter has nothing to do (a watch
+      // keeps it, for what kubelet may write later)
+      if (spec.name === 'localendpoints' && info.verb !== 'watch' && this.localInput().pods.size === 0) continue
       steps.push(step)
     }
     if (steps.length === 0) return undefined
