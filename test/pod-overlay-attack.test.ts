@@ -31,7 +31,11 @@ t.test('offline, only kubelet-shaped writes for pods of this node teach the over
   await goDark(h)
   const overlay = h.hub.overlay
   const refusals: [string, () => Promise<{ code: number; kind?: string; message: string }>, RegExp][] = [
-    ['a pod of another node', () => patch(h.url, 'db-1', JSON.stringify(statusPatch('db-1', ['10.244.2.7'], ['10.9.9.9']))), /not bound to this node|not in the hub's cache/],
+    [
+      'a pod of another node',
+      () => patch(h.url, 'db-1', JSON.stringify(statusPatch('db-1', ['10.244.2.7'], ['10.9.9.9']))),
+      /not bound to this node|not in the hub's cache/,
+    ],
     ['a pod the hub never saw', () => patch(h.url, 'ghost', JSON.stringify(statusPatch('ghost', [], ['10.9.9.9']))), /not in the hub's cache/],
     ['not JSON', () => patch(h.url, 'web-1', '{"status":'), /cannot be applied \(the body is not JSON/],
     [
