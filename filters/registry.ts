@@ -149,6 +149,8 @@ export interface FilterConfig {
   /** what the node's own pods look like now (lib/overlay/pod-overlay.ts); undefined: localendpoints is off, with why */
   local?: { input(): LocalEndpointsInput }
   localMissing?: string
+  /** whether the cloud is reachable now (default: it is) */
+  isOnline?: () => boolean
 }
 
 /** What one filter did, for /debug/filters. */
@@ -229,6 +231,19 @@ export class FilterRegistry {
     return this.input
   }
 
+  /**
+   * Whether localendpoints can change what this request is sent. Pods are overlaid only while the
+   * cloud is away; with none overlaid, a get or list has nothing to change, and so has a watch
+   * opened online by a component that does not route traffic. The endpoint consumers' watches
+   * (servicetopology's components) keep the filter: they outlive an outage in the shared watch caches.
+   */
+  private mayOverlay(info: RequestInfo): boolean {
+    if (this.localInput().pods.size > 0) return true
+    if (info.verb !== 'watch') return false
+    if (!(this.config.isOnline?.() ?? true)) return true
+    return this.reports.get('servicetopology')!.components.includes(info.component)
+  }
+
   localInput(): LocalEndpointsInput {
     return this.config.local!.input()
   }
@@ -278,16 +293,21 @@ export class FilterRegistry {
       if (!step || !spec.resources.includes(resource) || !(components.includes(info.component) || components.includes('*'))) continue
       // service topology needs this node: until it is known, objects pass as they are
       if (spec.name === 'servicetopology' && !this.provider.known) continue
-      // a get or list is answered at once: with no pod overlaid, the filter has nothing to do (a watch
-      // keeps it, for what kubelet may write later)
-      if (spec.name === 'localendpoints' && info.verb !== 'watch' && this.localInput().pods.size === 0) continue
+      if (spec.name === 'localendpoints' && !this.mayOverlay(info)) continue
       steps.push(step)
     }
     if (steps.length === 0) return undefined
     const key = steps.map(step => step.name).join(',')
+    // with no pod overlaid localendpoints changes nothing: its chains share what the others' make
+    // (else a kube-proxy watch and a kube-proxy list would each keep a filtered copy of every slice)
+    const keyWithoutLocal = steps
+      .filter(step => step.name !== 'localendpoints')
+      .map(step => step.name)
+      .join(',')
     return new FilterChain(steps, this.report, () => {
-      let shared = this.filtered.get(key)
-      if (!shared) this.filtered.set(key, (shared = new WeakMap()))
+      const current = (this.config.local?.input().pods.size ?? 0) === 0 ? keyWithoutLocal : key
+      let shared = this.filtered.get(current)
+      if (!shared) this.filtered.set(current, (shared = new WeakMap()))
       return shared
     })
   }

@@ -240,6 +240,7 @@ async function startWithCache(
     hub: hubAddressForPods(config, podAddress.advertised),
     hubMissing: podAddress.problem(),
     ...(disk ? { local: overlay } : { localMissing: cacheOff ?? 'no cache dir' }),
+    isOnline: () => checker.state === 'online',
   }
   const filters = new FilterRegistry(topology, filterConfig, log)
   metrics.observeFilters(() => filters.tallies())

@@ -3,7 +3,7 @@
 // against the simulator through a hub: kubectl shows it, it does not flap, nothing is written
 // offline and a change made offline is written once the cloud is back.
 import t from 'tap'
-import { readFileSync } from 'node:fs'
+import { fixtureJson } from './helpers/fixtures.ts'
 import { autonomyCondition, conditionType } from '../lib/autonomy/condition.ts'
 import type { AutonomyCondition, AutonomyFacts } from '../lib/autonomy/condition.ts'
 import { autonomyFacts } from '../lib/autonomy/facts.ts'
@@ -105,9 +105,7 @@ t.test('nextStep: read first, write a settled change, at most once per interval,
 
 t.test('simulator: strategic merge patch merges lists by their Kubernetes merge keys', async t => {
   const c = (type: string, status = 'True', extra: object = {}) => ({ type, status, ...extra })
-  const kubeletPatch = JSON.parse(
-    readFileSync(new URL('../../shared/fixtures/apiserver-v1.24/kubelet-writes/04-patch-nodes-status.json', import.meta.url), 'utf8'),
-  )
+  const kubeletPatch = fixtureJson('kubelet-writes/04-patch-nodes-status.json')
   const cases: { name: string; target: any; patch: any; want: any }[] = [
     {
       name: 'conditions by type: one condition patched, the others kept',
@@ -256,9 +254,7 @@ t.test('the writer through a hub: kubectl shows the condition; offline nothing i
   t.match(describe.stdout, /OutpostAutonomy\s+True\s+.*CacheReady\s+outpost holds this node's/, 'kubectl describe node')
 
   // kubelet's own status patch (with $setElementOrder/conditions) leaves the condition alone
-  const kubeletPatch = JSON.parse(
-    readFileSync(new URL('../../shared/fixtures/apiserver-v1.24/kubelet-writes/04-patch-nodes-status.json', import.meta.url), 'utf8'),
-  )
+  const kubeletPatch = fixtureJson('kubelet-writes/04-patch-nodes-status.json')
   const patched = await request(`${h.simulator.url}/api/v1/nodes/${node}/status`, {
     method: 'PATCH',
     headers: { 'content-type': 'application/strategic-merge-patch+json', 'user-agent': kubeletUA },

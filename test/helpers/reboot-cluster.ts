@@ -1,7 +1,7 @@
 // A node's pods with addresses in EndpointSlices, for the offline-reboot tests: three pods of this
 // node (one dual-stack), one of another node, and the slices the EndpointSlice controller would
 // have written for them; and kubelet's status patches, shaped as a real kubelet's
-// (../shared/fixtures/apiserver-v1.24/kubelet-writes/06, 07): a two-way strategic merge patch of the
+// (test/fixtures/apiserver-v1.24/kubelet-writes/06, 07): a two-way strategic merge patch of the
 // status the apiserver has against the new one.
 import { request } from 'undici'
 import type { ApiServerSimulator } from '../simulator/server.ts'
