@@ -40,6 +40,8 @@ interface Spec {
   resources: string[]
   /** the hub's address is written into objects: off without one pods can reach */
   needsHub: boolean
+  /** a filter that only makes sense with another: off when that one is, and why without it */
+  needs?: { filter: string; why: string }
   step(registry: FilterRegistry): Step
 }
 
@@ -127,6 +129,10 @@ const specs: Spec[] = [
     components: ['kubelet'],
     resources: ['/configmaps'],
     needsHub: false,
+    needs: {
+      filter: 'masterservice',
+      why: "kube-proxy would drop its kubeconfig for the in-cluster config, whose address is the apiserver's own, and go past the hub (no topology, no offline cache)",
+    },
     step: r => objectStep(inClusterConfigFilter, () => r.filterContext()),
   },
 ]
@@ -192,7 +198,9 @@ export class FilterRegistry {
           ? `no address where pods reach the hub (--advertise-address, --pod-address, --secure-port)${config.hubMissing ? `: ${config.hubMissing}` : ''}`
           : spec.name === 'localendpoints' && !config.local
             ? (config.localMissing ?? 'no pod overlay')
-            : undefined
+            : spec.needs && !this.reports.get(spec.needs.filter)?.enabled
+              ? `${spec.needs.filter} is off, and without it ${spec.needs.why}`
+              : undefined
       this.reports.set(spec.name, {
         name: spec.name,
         enabled: off === undefined,
@@ -209,6 +217,13 @@ export class FilterRegistry {
     // one line per reason: the three filters that need a hub address share theirs
     for (const [off, names] of offFor)
       log.warn({ filters: names }, `${names.length > 1 ? 'filters' : 'filter'} ${names.join(', ')} ${names.length > 1 ? 'are' : 'is'} off: ${off}`)
+  }
+
+  /** Filters asked for that are off because a filter they need is off: worth an operator's attention (readyz). */
+  partnerless(): string[] {
+    return specs
+      .filter(spec => spec.needs && this.config.enabled.includes(spec.name) && !this.reports.get(spec.name)!.enabled)
+      .map(spec => `filter ${spec.name} is off: ${this.reports.get(spec.name)!.off}`)
   }
 
   /** The context changed: the next filtering reads it afresh. */

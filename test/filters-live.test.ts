@@ -277,3 +277,13 @@ t.test('--disable-filters: each of the four leaves its object as the apiserver h
   for (const name of ['masterservice', 'serviceenvupdater', 'inclusterconfig', 'forwardkubesvctraffic'])
     t.match(filters[name], { enabled: false, changed: 0 }, `${name} reported off`)
 })
+
+t.test('no filter half on: masterservice off turns inclusterconfig off, and /debug/filters and readyz say why', async t => {
+  const { h } = await podsThroughHub(t, ['masterservice'])
+  const config = (await jsonGet(`${h.url}/api/v1/namespaces/kube-system/configmaps/kube-proxy`, kubelet)).body
+  t.match(config.data['config.conf'], /^ {2}kubeconfig:/m, "kube-proxy's kubeconfig line is left alone")
+  const filters = await debugFilters(h)
+  t.match(filters.inclusterconfig, { enabled: false, off: /masterservice is off, and without it kube-proxy would .* go past the hub/ })
+  const readyz = await (await fetch(`${h.hub.adminUrl}/v1/readyz`)).text()
+  t.match(readyz, /^ok\n- filter inclusterconfig is off: masterservice is off/m, 'readyz notes it (ready all the same)')
+})

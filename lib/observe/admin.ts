@@ -102,7 +102,7 @@ export function createAdminServer(options: AdminOptions) {
     if (options.loading?.()) missing.push('cache: still being read from disk (what is read already is served)')
     reply.type('text/plain')
     // worth knowing, never a reason to be unready: the cloud serves what the pool's leader would
-    const notes = [options.pool?.()?.note(), options.podAddress?.note()].filter(n => n !== undefined)
+    const notes = [options.pool?.()?.note(), options.podAddress?.note(), ...options.filters.partnerless()].filter(n => n !== undefined)
     if (missing.length === 0) return notes.length > 0 ? `ok\n${notes.map(n => `- ${n}\n`).join('')}` : 'ok'
     reply.code(503)
     return `not ready:\n${[...missing, ...notes].map(m => `- ${m}\n`).join('')}`
