@@ -5,9 +5,10 @@ import { qualifiedResource } from '../api/requestinfo.ts'
 import type { RequestInfo } from '../api/requestinfo.ts'
 import type { WatchCacheObserver } from '../watch/watch-caches.ts'
 import type { PoolObserver } from '../pool/pool-member.ts'
-import { resourceDirName } from '../cache/types.ts'
 import type { Collection } from '../cache/collection.ts'
 import { loggedLines } from '../log-limit.ts'
+import { registerProcessMetrics } from './build-info.ts'
+import { registerScraped, scrapeSources } from './scraped.ts'
 
 /** who answered: an apiserver, the cache, or the hub itself (a refusal, a Lease acknowledged offline, a 413) */
 export type Source = 'cloud' | 'cache' | 'hub'
@@ -106,58 +107,48 @@ export class BoundedLabel {
 }
 
 const knownComponents = ['kubelet', 'kube-proxy', 'coredns', 'flanneld', 'nginx-ingress-controller', 'kubectl', 'outpost', '']
+/** distinct values of the component and resource labels a hub keeps (the known components included), before `other` */
+export const componentValues = 64
+export const resourceValues = 256
+
+// the bounds, in each series' help: a Prometheus user sizes storage and alerts from them
+const componentHelp = `component: the User-Agent's product token, lower-cased, [a-z0-9._-], at most 63 characters; the first ${componentValues} distinct (${knownComponents.filter(Boolean).join(', ')} and '' for none among them), then other`
+const resourceHelp = `resource: <resource>.<group>[/<subresource>], the first ${resourceValues} distinct, then other; '' for non-resource paths`
+const verbHelp = "verb: the apiserver's (get, list, watch, create, update, patch, delete, deletecollection, proxy, connect), else the HTTP method"
 
 export function createMetrics(): Metrics {
   const registry = new Registry()
-  const components = new BoundedLabel(64, knownComponents)
-  const resources = new BoundedLabel(256)
+  const components = new BoundedLabel(componentValues, knownComponents)
+  const resources = new BoundedLabel(resourceValues)
   const componentLabel = (info: RequestInfo) => components.of(info.component)
   const requests = new Counter({
     name: 'outpost_requests_total',
-    help: 'Requests by component (User-Agent), verb, resource, HTTP code and source (cloud, cache, hub); 499 = the client went away first',
+    help: `Requests by component, verb, resource, HTTP code and source (cloud, cache, hub); 499 = the client went away first. ${componentHelp}; ${verbHelp}; ${resourceHelp}`,
     labelNames: ['component', 'verb', 'resource', 'code', 'source'],
     registers: [registry],
   })
   const durations = new Histogram({
     name: 'outpost_request_duration_seconds',
-    help: 'Time to answer a request, watches excluded (they last as long as the client wants)',
+    help: `Time to answer a request, watches excluded (they last as long as the client wants); labels as outpost_requests_total`,
     labelNames: ['component', 'verb', 'resource', 'source'],
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
     registers: [registry],
   })
   const openWatches = new Gauge({
     name: 'outpost_open_watches',
-    help: 'Watches open now, by component and source (cloud: relayed from an apiserver; cache: served by the hub, from a shared watch cache or offline)',
+    help: `Watches open now, by component and source (cloud: relayed from an apiserver; cache: served by the hub, from a shared watch cache or offline). ${componentHelp}`,
     labelNames: ['component', 'source'],
     registers: [registry],
   })
   const servedFromCache = new Counter({
     name: 'outpost_served_from_cache_total',
-    help: "Requests answered from the hub's caches (shared watch caches online, the disk cache offline)",
+    help: "Requests answered from the hub's caches (shared watch caches online, the disk cache offline); labels as outpost_requests_total",
     labelNames: ['component', 'verb', 'resource'],
     registers: [registry],
   })
-  let collections: () => Collection[] = () => []
-  let cacheHealth: () => CacheHealth = () => ({
-    writeFailures: 0,
-    unsaved: 0,
-    lost: 0,
-    enabled: true,
-    durable: true,
-    incomplete: 0,
-    rejectedKind: 0,
-    tooLarge: 0,
-    newHistories: 0,
-  })
-  const counterFrom = (value: (h: CacheHealth) => number) =>
-    function (this: Counter) {
-      this.reset()
-      this.inc(value(cacheHealth()))
-    }
-  const fromHealth = (value: (h: CacheHealth) => number) =>
-    function (this: Gauge) {
-      this.set(value(cacheHealth()))
-    }
+  const scraped = scrapeSources()
+  registerScraped(registry, scraped)
+  registerProcessMetrics(registry)
   new Counter({
     name: 'outpost_log_lines_total',
     help: 'Warnings and errors the hub logged, by level, whether written or left out as a repeat (lib/log-limit.ts)',
@@ -178,147 +169,9 @@ export function createMetrics(): Metrics {
       this.inc(loggedLines.suppressed)
     },
   })
-  new Counter({
-    name: 'outpost_cache_write_failures_total',
-    help: 'Cache writes (and removals) the disk refused; each is kept in memory and retried until it lands',
-    registers: [registry],
-    collect: counterFrom(h => h.writeFailures),
-  })
-  new Gauge({
-    name: 'outpost_cache_enabled',
-    help: '1 when the disk cache is in use (offline autonomy on); 0 when the cache dir could not be used at start (/v1/readyz says why)',
-    registers: [registry],
-    collect: fromHealth(h => (h.enabled ? 1 : 0)),
-  })
-  new Gauge({
-    name: 'outpost_cache_durable',
-    help: '1 when everything the cache holds in memory is on disk; 0 while writes fail (kept in memory, retried; /v1/readyz says why)',
-    registers: [registry],
-    collect: fromHealth(h => (h.enabled && h.durable ? 1 : 0)),
-  })
-  new Gauge({
-    name: 'outpost_cache_incomplete_scopes',
-    help: 'Cached scopes not known to be whole (damaged files, an event not recorded, an object too large): offline, their lists answer 503 until listed again',
-    registers: [registry],
-    collect: fromHealth(h => h.incomplete),
-  })
-  new Counter({
-    name: 'outpost_cache_rejected_objects_total',
-    help: 'Answers the cache did not keep: kind (not of the resource the request named) or too-large (over what the disk takes); relayed as usual',
-    labelNames: ['reason'],
-    registers: [registry],
-    collect() {
-      this.reset()
-      const h = cacheHealth()
-      this.inc({ reason: 'kind' }, h.rejectedKind)
-      this.inc({ reason: 'too-large' }, h.tooLarge)
-    },
-  })
-  new Counter({
-    name: 'outpost_cache_new_histories_total',
-    help: "Lists older than what their scope had already seen (the apiserver's history went back, e.g. etcd restored): the scope was replaced",
-    registers: [registry],
-    collect: counterFrom(h => h.newHistories),
-  })
-  new Gauge({
-    name: 'outpost_cache_unsaved_objects',
-    help: 'Objects whose latest state is not on disk yet because a write failed (retried with backoff)',
-    registers: [registry],
-    collect: fromHealth(h => h.unsaved),
-  })
-  new Gauge({
-    name: 'outpost_cache_lost_objects',
-    help: 'Cached objects whose file vanished or broke: offline answers that would include them are 503 until the cloud relists them',
-    registers: [registry],
-    collect: fromHealth(h => h.lost),
-  })
-  const perCollection = (value: (c: Collection) => number) =>
-    function (this: Gauge<'component' | 'resource'>) {
-      this.reset()
-      for (const c of collections()) this.set({ component: c.key.component, resource: resourceDirName(c.key) }, value(c))
-    }
-  new Gauge({
-    name: 'outpost_cache_objects',
-    help: 'Objects in the cache, by component and resource (<resource>.<version>.<group>)',
-    labelNames: ['component', 'resource'],
-    registers: [registry],
-    collect: perCollection(c => c.entries.size),
-  })
-  new Gauge({
-    name: 'outpost_cache_bytes',
-    help: 'Bytes of cached object bodies, by component and resource',
-    labelNames: ['component', 'resource'],
-    registers: [registry],
-    collect: perCollection(c => c.bytes()),
-  })
-
-  // the filters count what they do in plain numbers (filters/registry.ts), read here when scraped:
-  // a label lookup per filtered object costs more than the filter itself on small objects
-  let filterTallies: () => readonly FilterTally[] = () => []
-  const perFilter = (value: (t: FilterTally) => number) =>
-    function (this: Counter<'filter'>) {
-      this.reset()
-      for (const t of filterTallies()) if (value(t) > 0) this.inc({ filter: t.name }, value(t))
-    }
-  new Counter({
-    name: 'outpost_filter_invocations_total',
-    help: 'Objects a response filter ran on, by filter',
-    labelNames: ['filter'],
-    registers: [registry],
-    collect: perFilter(t => t.ran),
-  })
-  new Counter({
-    name: 'outpost_filter_changed_objects_total',
-    help: 'Objects a response filter rewrote, by filter',
-    labelNames: ['filter'],
-    registers: [registry],
-    collect: perFilter(t => t.changed),
-  })
-  new Counter({
-    name: 'outpost_filter_dropped_objects_total',
-    help: 'Objects a response filter kept from the client, by filter',
-    labelNames: ['filter'],
-    registers: [registry],
-    collect: perFilter(t => t.dropped),
-  })
-  new Counter({
-    name: 'outpost_filter_failures_total',
-    help: 'Objects a response filter could not read and let pass unfiltered, by filter (the first is logged)',
-    labelNames: ['filter'],
-    registers: [registry],
-    collect: perFilter(t => t.failed),
-  })
-
-  let watchCaches: () => WatchCacheState[] = () => []
-  const perScope = (value: (c: WatchCacheState) => number) =>
-    function (this: Gauge<'resource' | 'scope' | 'format'>) {
-      this.reset()
-      for (const c of watchCaches()) this.inc({ resource: c.resource, scope: c.scope, format: c.format }, value(c))
-    }
-  new Gauge({
-    name: 'outpost_watch_cache_watchers',
-    help: 'Local watches served by each shared watch cache',
-    labelNames: ['resource', 'scope', 'format'],
-    registers: [registry],
-    collect: perScope(c => c.watchers),
-  })
-  new Gauge({
-    name: 'outpost_watch_cache_replayed_events',
-    help: 'Events replayed from a watch cache window to watches that resumed from a version',
-    labelNames: ['resource', 'scope', 'format'],
-    registers: [registry],
-    collect: perScope(c => c.replayed),
-  })
-  new Gauge({
-    name: 'outpost_watch_cache_expired',
-    help: 'Watches told 410 Expired (their version was older than the window)',
-    labelNames: ['resource', 'scope', 'format'],
-    registers: [registry],
-    collect: perScope(c => c.expired),
-  })
   const upstreamWatches = new Gauge({
     name: 'outpost_upstream_watches',
-    help: 'Upstream watches the shared watch caches hold open, by resource and wire format',
+    help: 'Upstream watches the shared watch caches hold open, by resource (one of --shared-resources) and wire format (json, protobuf)',
     labelNames: ['resource', 'format'],
     registers: [registry],
   })
@@ -374,7 +227,7 @@ export function createMetrics(): Metrics {
   return {
     registry,
     observeWatchCaches(read) {
-      watchCaches = read
+      scraped.watchCaches = read
     },
     upstreamWatchOpened(resource, format, from) {
       // a follower's watch of its pool's leader costs the apiserver nothing
@@ -410,7 +263,7 @@ export function createMetrics(): Metrics {
     cloudOnline: new Gauge({ name: 'outpost_cloud_online', help: '1 while at least one apiserver is reachable', registers: [registry] }),
     upstreamUp: new Gauge({
       name: 'outpost_upstream_up',
-      help: '1 while this apiserver answers (probes and real requests)',
+      help: "1 while this apiserver answers (probes and real requests); server: one of --server (or the kubeconfig's)",
       labelNames: ['server'],
       registers: [registry],
     }),
@@ -420,11 +273,11 @@ export function createMetrics(): Metrics {
       registers: [registry],
     }),
     observeFilters(read) {
-      filterTallies = read
+      scraped.filterTallies = read
     },
     observeCache(read, health) {
-      collections = read
-      if (health) cacheHealth = health
+      scraped.collections = read
+      if (health) scraped.cacheHealth = health
     },
     requestDone(info, code, source, seconds) {
       const component = componentLabel(info)
