@@ -1,13 +1,15 @@
 // `npm start` with no apiserver: the hub in front of the apiserver simulator (the "cloud"), and a
 // switch that takes the cloud away and brings it back, so a newcomer sees what the hub is for.
-// Only a source checkout has the simulator; the image's bundle exits saying so.
-import { mkdtempSync } from 'node:fs'
+// Only a source checkout has the simulator (run with tsx, or from its build); the image's bundle
+// exits saying so.
+import { existsSync, mkdtempSync } from 'node:fs'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import type { HubConfig } from '../lib/config.ts'
 import type { Hub } from '../lib/hub.ts'
+import type { LogEntry } from './log.ts'
 
 export const demoNode = 'kind-worker2'
 /** the demo's control port: `curl -X POST http://127.0.0.1:10270/cloud/off` */
@@ -24,14 +26,43 @@ export interface DemoCloud {
 export async function startDemoCloud(): Promise<DemoCloud> {
   // Not a literal, and no type import: neither tsc nor esbuild may pull the simulator into dist/.
   const demoModule = '../test/simulator/demo.ts'
-  let startDemoCluster: () => Promise<DemoCloud>
-  try {
-    ;({ startDemoCluster } = await import(demoModule))
-  } catch {
-    process.stderr.write('outpost: no apiserver given and the demo needs a source checkout (npm start); give --kubeconfig or --server\n')
+  const module = (await importOrUndefined(demoModule)) ?? (await fromBuild())
+  if (!module) {
+    process.stderr.write(
+      'outpost: no apiserver given, and the demo (an apiserver simulator, in TypeScript) needs a source checkout with its dev dependencies: npm ci, then npm start; else give --kubeconfig or --server\n',
+    )
     process.exit(2)
   }
-  return startDemoCluster()
+  return (module.startDemoCluster as () => Promise<DemoCloud>)()
+}
+
+async function importOrUndefined(specifier: string): Promise<Record<string, unknown> | undefined> {
+  try {
+    return await import(specifier)
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Run from the build in a checkout (node dist/cmd/outpost.js, node dist/outpost.mjs): plain Node
+ * cannot load the simulator's TypeScript, so tsx (a dev dependency) loads it, from the checkout's
+ * test/ beside dist/. The image has neither.
+ */
+async function fromBuild(): Promise<Record<string, unknown> | undefined> {
+  const tsx = 'tsx/esm/api'
+  const api = (await importOrUndefined(tsx)) as { tsImport?: (specifier: string, parent: string) => Promise<Record<string, unknown>> } | undefined
+  if (!api?.tsImport) return undefined
+  for (const candidate of ['../../test/simulator/demo.ts', '../test/simulator/demo.ts']) {
+    const url = new URL(candidate, import.meta.url)
+    if (!existsSync(url)) continue
+    try {
+      return await api.tsImport(url.href, import.meta.url)
+    } catch {
+      return undefined
+    }
+  }
+  return undefined
 }
 
 /** The config the demo runs with: what the user gave, else what suits a newcomer's machine. */
@@ -241,4 +272,20 @@ export function listenToKeys(cloud: CloudSwitch, stop: () => void): void {
 export async function logsQuiet(lastLine: () => number, quietMs: number, maxMs: number): Promise<void> {
   const deadline = Date.now() + maxMs
   while (Date.now() < deadline && Date.now() - lastLine() < quietMs) await new Promise(r => setTimeout(r, 50))
+}
+
+/**
+ * The start's lines, held while the demo starts (at a terminal), to follow its banner: its info
+ * lines are what the banner says (ports, node, certificate); warnings and errors stay, but those of
+ * filters that are off make one info line, since the demo has no pods to reach the hub and its
+ * HTTPS port a CA of its own: expected here, not a problem to chase. `verbose` (debug, trace) keeps all.
+ */
+export function afterBanner(held: LogEntry[], verbose: boolean): LogEntry[] {
+  if (verbose) return held
+  const filtersOff = held.filter(e => e.level === 40 && Array.isArray(e.filters))
+  const kept = held.filter(e => e.level >= 40 && !filtersOff.includes(e))
+  if (filtersOff.length === 0) return kept
+  const names = filtersOff.flatMap(e => e.filters as string[])
+  const msg = `filters ${names.join(', ')} are off in the demo: no pods here reach the hub (why each is off: /debug/filters)`
+  return [{ level: 30, time: filtersOff[0].time, msg }, ...kept]
 }

@@ -4,8 +4,8 @@ import './gc-settings.ts'
 import path from 'node:path'
 import { parseFlags, usage, UsageError } from './flags.ts'
 import { shutdownHandler } from './shutdown.ts'
-import { createLogger } from './log.ts'
-import { CloudSwitch, demoConfig, type DemoCloud, listenToKeys, logsQuiet, readAsTheNode, startControl, startDemoCloud } from './demo.ts'
+import { createLogger, LogGate, resolveFormat, type LogFormat } from './log.ts'
+import { afterBanner, CloudSwitch, demoConfig, type DemoCloud, listenToKeys, logsQuiet, readAsTheNode, startControl, startDemoCloud } from './demo.ts'
 import { banner, hubStateLine, statusLine } from './demo-banner.ts'
 import { startHub } from '../lib/hub.ts'
 import type { Hub } from '../lib/hub.ts'
@@ -35,16 +35,20 @@ async function main(): Promise<void> {
     closers.push(() => cloud.close())
     config = demoConfig(config, cloud, process.argv.slice(2), process.env)
   }
-  // Pretty lines for a person at a terminal, JSON lines for a node's log collector. The demo
-  // notes when the last line went out, to print its banner after the start's logs.
+  // Text lines for a person at a terminal, JSON lines for a node's log collector (--log-format).
+  // The demo notes when the last line went out, to print its banner after the start's logs; at a
+  // terminal it holds them, so that its banner is the first screen and what follows is news.
   let lastLine = Date.now()
   const onLine = cloud ? () => (lastLine = Date.now()) : undefined
-  const logger = await createLogger({ level: config.logLevel, pretty: Boolean(process.stdout.isTTY), onLine })
+  const format: LogFormat = (config as { logFormat?: LogFormat }).logFormat ?? 'auto'
+  const gate = cloud && resolveFormat(format, Boolean(process.stdout.isTTY)) === 'text' ? new LogGate() : undefined
+  const logger = createLogger({ level: config.logLevel, format, onLine, gate })
 
   let hub: Hub
   try {
     hub = await startHub(config, { logger })
   } catch (error) {
+    gate?.open() // what led up to it
     process.stderr.write(`outpost: cannot start: ${(error as Error).message}\n`)
     await Promise.allSettled(closers.map(close => close()))
     process.exit(1)
@@ -68,6 +72,7 @@ async function main(): Promise<void> {
       closers,
       () => stop('SIGINT'),
       () => lastLine,
+      gate,
     )
 }
 
@@ -79,6 +84,7 @@ async function showDemo(
   closers: (() => Promise<void>)[],
   stop: () => void,
   lastLine: () => number,
+  gate: LogGate | undefined,
 ): Promise<void> {
   const print = (text: string) => process.stdout.write(text)
   const keys = Boolean(process.stdin.isTTY)
@@ -89,6 +95,7 @@ async function showDemo(
   const https = hub.secureUrl ? { url: await hub.secureUrl, ca: path.join(config.certDir, 'ca.crt') } : undefined
   await logsQuiet(lastLine, 300, 3000)
   print(banner({ node: config.nodeName, proxyUrl: hub.proxyUrl, adminUrl: hub.adminUrl, controlUrl: control.url, https, keys }))
+  gate?.open(held => afterBanner(held, config.logLevel === 'debug' || config.logLevel === 'trace'))
   hub.health.on('change', state => print(hubStateLine(state, control.url, keys)))
   listenToKeys(cloudSwitch, stop)
 }
