@@ -6,6 +6,8 @@ import { execFile } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { commandsIn, startDemo } from './helpers/demo.ts'
 
+const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+
 // What every curl command in the README must give against the demo (node kind-worker2, pool
 // shanghai; the cluster of test/fixtures/cluster-objects.yaml): its HTTP status and its content.
 interface Ran {
@@ -238,6 +240,14 @@ const readmeChecks: { what: string; matches(command: string): boolean; exitCode?
         /^outpost_requests_total\{component="kube-proxy",verb="list",resource="endpointslices\.discovery\.k8s\.io",code="200",source="cache"\} [1-9]/m,
       )
       t.match(ran.stdout, /^outpost_cloud_online 1$/m)
+      t.match(
+        ran.stdout,
+        new RegExp(`^outpost_build_info\\{version="${pkg.version.replaceAll('.', '\\.')}",node_version="v\\d+\\.\\d+\\.\\d+"\\} 1$`, 'm'),
+        'the version',
+      )
+      // counters as a Prometheus user expects them: *_total (rate() and increase() work on them)
+      t.match(ran.stdout, /^outpost_watch_cache_replayed_events_total\{resource="endpointslices\.discovery\.k8s\.io",scope="all",format="json"\} \d+$/m)
+      t.match(ran.stdout, /^outpost_watch_cache_expired_total\{resource="endpointslices\.discovery\.k8s\.io",scope="all",format="json"\} \d+$/m)
     },
   },
 ]
