@@ -6,8 +6,11 @@
 // adding a row (plus a HubConfig field and a default in lib/config.ts).
 
 import net from 'node:net'
-import { defaultNodeName, defaults, logLevels, plainBindProblem, type HubConfig, type LogLevel } from '../lib/config.ts'
+import { defaultNodeName, defaults, logFormats, logLevels, plainBindProblem, type HubConfig, type LogFormat, type LogLevel } from '../lib/config.ts'
 import { filterNames } from '../filters/registry.ts'
+import { AliasRefused, AliasValueError, findYurtHubFlag, yurthubFlagNames, yurthubHelp } from './flag-aliases.ts'
+import { didYouMean } from './suggest.ts'
+import { versionText } from './version.ts'
 
 /** A mistake in the command line or environment. The message is one line, fit for `outpost: <message>`. */
 export class UsageError extends Error {
@@ -510,6 +513,15 @@ export const flags: readonly FlagSpec[] = [
     parse: values => oneOf<LogLevel>(logLevels)(last(values)),
   }),
   spec({
+    flag: 'log-format',
+    env: 'OUTPOST_LOG_FORMAT',
+    arg: 'FORMAT',
+    key: 'logFormat',
+    default: defaults.logFormat,
+    help: 'text or json (JSON lines); auto: text on a terminal, JSON otherwise',
+    parse: values => oneOf<LogFormat>(logFormats)(last(values)),
+  }),
+  spec({
     flag: 'cache-components',
     env: 'OUTPOST_CACHE_COMPONENTS',
     arg: 'LIST',
@@ -773,6 +785,7 @@ function buildUsage(): string {
     f.boolean ? `--${f.flag}` : `--${f.flag} ${f.arg}`,
     [...f.help.split('\n'), `env ${f.env ?? '-'}; default: ${f.default}`],
   ])
+  rows.push(['--version', ['print the version and the Kubernetes versions tested against, and exit']])
   rows.push(['-h, --help', ['show this help and exit']])
   const width = Math.max(...rows.map(([left]) => left.length)) + 2
   const lines = rows.flatMap(([left, right]) => right.map((text, i) => `  ${(i === 0 ? left : '').padEnd(width)}${text}`))
@@ -785,6 +798,8 @@ function buildUsage(): string {
     'an empty variable counts as unset):',
     ...lines,
     '',
+    ...yurthubHelp(),
+    '',
   ].join('\n')
 }
 
@@ -793,20 +808,28 @@ export const usage: string = buildUsage()
 
 // ---- parsing ------------------------------------------------------------------------------------
 
-export type ParseResult = { help: true } | { help: false; config: HubConfig }
+/** help: nothing to run; print `output` (the usage, or the version) and exit 0. */
+export type ParseResult = { help: true; output: string } | { help: false; config: HubConfig }
 
 const quote = (s: string): string => JSON.stringify(s) // also keeps control characters on one line
 
 export function parseFlags(argv: string[], env: Record<string, string | undefined>): ParseResult {
   const byName = new Map(flags.map(f => [f.flag, f]))
   const given = new Map<FlagSpec, string[]>()
+  // the name a flag was given by, when a YurtHub alias: errors name what the user typed
+  const givenAs = new Map<FlagSpec, string>()
   let help = false
+  let version = false
   let problem: string | undefined // the first one; --help anywhere still wins
 
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]
     if (arg === '--help' || arg === '-h') {
       help = true
+      continue
+    }
+    if (arg === '--version') {
+      version = true
       continue
     }
     if (arg === '--') {
@@ -817,31 +840,54 @@ export function parseFlags(argv: string[], env: Record<string, string | undefine
       problem ??= `unexpected argument ${quote(arg)}`
       continue
     }
-    const eq = arg.indexOf('=')
+    // klog's -v4, as pflag takes a shorthand's value
+    const eq = /^-v[0-9]/.test(arg) ? 2 : arg.indexOf('=')
     const name = eq === -1 ? arg : arg.slice(0, eq)
-    if (name === '--help' || name === '-h') {
+    if (name === '--help' || name === '-h' || name === '--version') {
       problem ??= `flag ${name} takes no value`
       continue
     }
-    const f = name.startsWith('--') ? byName.get(name.slice(2)) : undefined
-    if (f === undefined) {
-      problem ??= `unknown flag ${name}`
+    const native = name.startsWith('--') ? byName.get(name.slice(2)) : undefined
+    const yurthub = native === undefined ? findYurtHubFlag(name) : undefined
+    if (native === undefined && yurthub === undefined) {
+      const hint = didYouMean(name, knownNames)
+      problem ??= `unknown flag ${name}${hint ? `; ${hint}` : ''}`
       continue
     }
     let value: string
     if (eq !== -1) {
-      value = arg.slice(eq + 1)
-    } else if (f.boolean) {
+      value = arg.slice(eq + (arg[eq] === '=' ? 1 : 0))
+    } else if (native?.boolean ?? yurthub?.boolean) {
       value = 'true'
     } else if (i + 1 < argv.length && !looksLikeFlag(argv[i + 1])) {
       value = argv[++i]
     } else {
-      problem ??= `missing value for --${f.flag}`
+      problem ??= `missing value for ${name}`
       continue
     }
+    let f = native
+    if (yurthub !== undefined) {
+      let converted: string | undefined
+      try {
+        converted = yurthub.convert(value)
+      } catch (err) {
+        if (err instanceof AliasRefused) problem ??= err.message
+        else if (err instanceof AliasValueError) problem ??= `invalid value ${quote(value)} for ${name}: ${err.message}`
+        else throw err
+        continue
+      }
+      if (converted === undefined || yurthub.to === undefined) continue // outpost does this already
+      f = byName.get(yurthub.to) as FlagSpec
+      givenAs.set(f, name)
+      value = converted
+    } else if (f !== undefined) {
+      givenAs.delete(f)
+    }
+    if (f === undefined) continue
     given.set(f, f.repeatable ? [...(given.get(f) ?? []), value] : [value])
   }
-  if (help) return { help: true }
+  if (help) return { help: true, output: usage }
+  if (version) return { help: true, output: versionText }
   if (problem !== undefined) throw new UsageError(problem)
 
   const config: HubConfig = { ...defaults, servers: [], nodeName: defaultNodeName() }
@@ -853,7 +899,7 @@ export function parseFlags(argv: string[], env: Record<string, string | undefine
     let source: string
     if (fromFlag !== undefined) {
       values = fromFlag
-      source = `--${f.flag}`
+      source = givenAs.get(f) ?? `--${f.flag}`
     } else if (fromEnv !== undefined && fromEnv !== '') {
       values = [fromEnv]
       source = f.env as string
@@ -874,6 +920,9 @@ export function parseFlags(argv: string[], env: Record<string, string | undefine
   }
   return { help: false, config }
 }
+
+/** Every name an unknown flag may have been meant as, for "did you mean". */
+const knownNames: readonly string[] = [...flags.map(f => f.flag), ...yurthubFlagNames(), 'help', 'version']
 
 /**
  * Whether an argument after a value-taking flag is really the next flag, so `--port --admin-port 1`

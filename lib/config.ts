@@ -9,6 +9,11 @@ export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' |
 
 export const logLevels: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
 
+/** auto: text for a person at a terminal, JSON lines for a log collector (as kube components' --logging-format) */
+export type LogFormat = 'auto' | 'text' | 'json'
+
+export const logFormats: readonly LogFormat[] = ['auto', 'text', 'json']
+
 export interface HubConfig {
   /** apiserver URLs in failover order; empty = demo mode (embedded simulator) */
   servers: URL[]
@@ -59,6 +64,8 @@ export interface HubConfig {
   idleTimeoutMs: number
   cacheDir: string
   logLevel: LogLevel
+  /** 'auto': text when stdout is a terminal, JSON lines otherwise; cmd/log.ts reads it */
+  logFormat: LogFormat
   /** components whose reads are cached (User-Agent up to '/'); '*' for all */
   cacheComponents: string[]
   /** components that see service topology applied to EndpointSlices and Endpoints */
@@ -130,6 +137,7 @@ export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
   idleTimeoutMs: 90_000,
   cacheDir: '/var/lib/outpost/cache',
   logLevel: 'info',
+  logFormat: 'auto',
   cacheComponents: ['kubelet', 'kube-proxy', 'coredns', 'flanneld', 'outpost'],
   cacheMemoryMiB: 256,
   topologyComponents: ['kube-proxy', 'coredns', 'nginx-ingress-controller'],

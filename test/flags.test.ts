@@ -63,6 +63,7 @@ t.test('defaults', async t => {
     idleTimeoutMs: 90_000,
     cacheDir: '/var/lib/outpost/cache',
     logLevel: 'info',
+    logFormat: 'auto',
     cacheComponents: ['kubelet', 'kube-proxy', 'coredns', 'flanneld', 'outpost'],
     cacheMemoryMiB: 256,
     topologyComponents: ['kube-proxy', 'coredns', 'nginx-ingress-controller'],
@@ -126,6 +127,9 @@ const each: [string, string, keyof HubConfig, unknown][] = [
   ['log-level', 'debug', 'logLevel', 'debug'],
   ['log-level', 'silent', 'logLevel', 'silent'],
   ['log-level', 'trace', 'logLevel', 'trace'],
+  ['log-format', 'text', 'logFormat', 'text'],
+  ['log-format', 'json', 'logFormat', 'json'],
+  ['log-format', 'auto', 'logFormat', 'auto'],
   ['cache-components', 'kubelet,Kube-Proxy', 'cacheComponents', ['kubelet', 'kube-proxy']],
   ['cache-components', '*', 'cacheComponents', ['*']],
   ['cache-memory', '64', 'cacheMemoryMiB', 64],
@@ -237,6 +241,7 @@ t.test('environment', async t => {
     OUTPOST_ADMIN_PORT: '20267',
     OUTPOST_CACHE_DIR: '/tmp/cache',
     OUTPOST_LOG_LEVEL: 'warn',
+    OUTPOST_LOG_FORMAT: 'json',
   }
   const c = config([], env)
   t.strictSame(
@@ -251,6 +256,7 @@ t.test('environment', async t => {
   t.equal(c.adminPort, 20267)
   t.equal(c.cacheDir, '/tmp/cache')
   t.equal(c.logLevel, 'warn')
+  t.equal(c.logFormat, 'json')
 
   t.equal(config([], { OUTPOST_PORT: '' }).port, 10261, 'an empty variable counts as unset')
   t.equal(config([], { OUTPOST_NODE_NAME: '' }).nodeName, os.hostname().toLowerCase())
@@ -270,6 +276,7 @@ t.test('flags win over the environment', async t => {
     OUTPOST_ADMIN_PORT: '2222',
     OUTPOST_CACHE_DIR: '/env/cache',
     OUTPOST_LOG_LEVEL: 'error',
+    OUTPOST_LOG_FORMAT: 'json',
   }
   const c = config(
     [
@@ -282,6 +289,7 @@ t.test('flags win over the environment', async t => {
       '--admin-port=4444',
       '--cache-dir=/flag/cache',
       '--log-level=trace',
+      '--log-format=text',
     ],
     env,
   )
@@ -298,6 +306,7 @@ t.test('flags win over the environment', async t => {
   t.equal(c.adminPort, 4444)
   t.equal(c.cacheDir, '/flag/cache')
   t.equal(c.logLevel, 'trace')
+  t.equal(c.logFormat, 'text')
 
   t.equal(config(['--port', '3333'], { OUTPOST_PORT: 'junk' }).port, 3333, 'a bad variable shadowed by its flag is not an error')
   t.equal(config(['--port', '1', '--port', '2']).port, 2, 'the last occurrence of a flag wins')
@@ -309,8 +318,8 @@ t.test('errors are one-line UsageErrors', async t => {
     [['--foo'], {}, 'unknown flag --foo'],
     [['--foo=bar'], {}, 'unknown flag --foo'],
     [['-x'], {}, 'unknown flag -x'],
-    [['-port', '1'], {}, 'unknown flag -port'],
-    [['--Port', '1'], {}, 'unknown flag --Port'],
+    [['-port', '1'], {}, 'unknown flag -port; did you mean --port?'],
+    [['--Port', '1'], {}, 'unknown flag --Port; did you mean --port?'],
     [['extra'], {}, 'unexpected argument "extra"'],
     [['--', 'extra'], {}, 'unexpected argument "extra"'],
     [['--port'], {}, 'missing value for --port'],
@@ -350,6 +359,10 @@ t.test('errors are one-line UsageErrors', async t => {
     ],
     [['--log-level', 'verbose'], {}, 'invalid value "verbose" for --log-level: must be one of fatal, error, warn, info, debug, trace, silent'],
     [['--log-level', 'INFO'], {}, 'invalid value "INFO" for --log-level: must be one of fatal, error, warn, info, debug, trace, silent'],
+    [['--log-format', 'pretty'], {}, 'invalid value "pretty" for --log-format: must be one of auto, text, json'],
+    [['--log-format='], {}, 'invalid value "" for --log-format: must be one of auto, text, json'],
+    [['--log-format'], {}, 'missing value for --log-format'],
+    [[], { OUTPOST_LOG_FORMAT: 'JSON' }, 'invalid value "JSON" for OUTPOST_LOG_FORMAT: must be one of auto, text, json'],
     [
       ['--filters', 'topology'],
       {},
@@ -452,13 +465,15 @@ t.test('the first problem on the command line is the one reported', async t => {
 })
 
 t.test('--help', async t => {
-  t.strictSame(parseFlags(['--help'], {}), { help: true })
-  t.strictSame(parseFlags(['-h'], {}), { help: true })
-  t.strictSame(parseFlags(['--port', '1', '-h'], {}), { help: true })
-  t.strictSame(parseFlags(['--help', '--port', 'junk', '--foo'], {}), { help: true }, 'help wins over other problems')
-  t.strictSame(parseFlags(['--foo', '--help'], {}), { help: true })
-  t.strictSame(parseFlags(['--node-name', '-h'], {}), { help: true }, 'a flag is never taken as a value')
-  t.strictSame(parseFlags(['-h'], { OUTPOST_PORT: 'junk' }), { help: true })
+  const help = { help: true, output: usage }
+  t.strictSame(parseFlags(['--help'], {}), help)
+  t.strictSame(parseFlags(['-h'], {}), help)
+  t.strictSame(parseFlags(['--port', '1', '-h'], {}), help)
+  t.strictSame(parseFlags(['--help', '--port', 'junk', '--foo'], {}), help, 'help wins over other problems')
+  t.strictSame(parseFlags(['--foo', '--help'], {}), help)
+  t.strictSame(parseFlags(['--node-name', '-h'], {}), help, 'a flag is never taken as a value')
+  t.strictSame(parseFlags(['-h'], { OUTPOST_PORT: 'junk' }), help)
+  t.strictSame(parseFlags(['--version', '--help'], {}), help, 'help wins over --version')
   t.equal(usageError(t, ['--', '--help']), 'unexpected argument "--help"', 'after -- nothing is a flag')
   t.strictSame(parseFlags([], {}).help, false)
 })
@@ -474,6 +489,8 @@ t.test('usage text', async t => {
   }
   for (const v of ['10261', '10267', '127.0.0.1', '/var/lib/outpost/cache', 'default: info']) t.match(usage, v)
   t.match(usage, /-h, --help/)
+  t.match(usage, /--version +print the version/)
+  t.match(usage, /--log-format FORMAT +text or json/)
   t.strictSame(
     lines.filter(l => l.length > 120),
     [],
