@@ -25,6 +25,7 @@ import { checkComponent, stateDir } from './disk-paths.ts'
 import { defaultMaxRecordBytes, encodeRecords, payloadBytes, putHeader, recordOf } from './disk-records.ts'
 import type { CollectionMeta, DiskOp, EncodedRecord } from './disk-records.ts'
 import { acquireDirLock, CacheDirLockedError } from './lock.ts'
+import { cacheDirError, checkCacheDir } from './disk-dir.ts'
 import type { DirLock } from './lock.ts'
 import { objectKey, resourceDirName } from './types.ts'
 import type { CachedObject, ResourceKey } from './types.ts'
@@ -34,6 +35,7 @@ export { ObjectTooLargeError } from './disk-records.ts'
 export type { DiskHealth } from './disk-health.ts'
 export type { DiskIO, DiskFile, DirEntry } from './disk-io.ts'
 export { CacheDirLockedError } from './lock.ts'
+export { CacheDirUnusableError } from './disk-dir.ts'
 export type { DiskEntry, LoadFailure, LoadProgress, LoadReport } from './disk-load.ts'
 export { validPathComponent } from './disk-paths.ts'
 
@@ -46,19 +48,6 @@ export interface DiskCacheOptions {
   compactAfterBytes?: number
   /** how often the lock is checked to still be ours (tests) */
   lockCheckMs?: number
-}
-
-/** The cache dir cannot be created, locked or written: the hub runs without a disk cache. */
-export class CacheDirUnusableError extends Error {
-  constructor(
-    readonly path: string,
-    /** errno code: EROFS, EACCES, ENOTDIR, ENOSPC, ... */
-    readonly code: string,
-    message: string,
-  ) {
-    super(message)
-    this.name = 'CacheDirUnusableError'
-  }
 }
 
 const defaultCompactAfterBytes = 4 * 1024 * 1024
@@ -102,13 +91,14 @@ export class DiskCache {
   static async open(cacheDir: string, log: Logger, options: DiskCacheOptions = {}): Promise<DiskCache> {
     const io = options.io ?? nodeDiskIO
     const root = path.resolve(cacheDir)
-    const unusable = (what: string, error: unknown) =>
-      new CacheDirUnusableError(root, errorCode(error) ?? 'EIO', `cache dir ${root} is unusable: cannot ${what}: ${errorMessage(error)}`)
+    const unusable = (what: string, error: unknown) => cacheDirError(root, errorCode(error) ?? 'EIO', `cannot ${what}: ${errorMessage(error)}`)
+    // before mkdir: what it would hide (EROFS as ENOENT) or loop on (a pseudo-filesystem) is told here
+    await checkCacheDir(root)
     try {
       await durableMkdir(root, io)
     } catch (error) {
       // mkdir -p of a path that is a file
-      if (errorCode(error) === 'EEXIST') throw new CacheDirUnusableError(root, 'ENOTDIR', `cache dir ${root} is unusable: it is not a directory`)
+      if (errorCode(error) === 'EEXIST') throw cacheDirError(root, 'ENOTDIR', 'it is a file, not a directory')
       throw unusable('create it', error)
     }
     let cache: DiskCache | undefined

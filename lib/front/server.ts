@@ -128,3 +128,54 @@ export function createProxyServer(options: ProxyServerOptions) {
   else refuseUpgrades(app.server, failure(403, 'this port relays no upgraded connections (exec, attach, port-forward, websocket watches)', 'Forbidden'))
   return app
 }
+
+/** A port the hub cannot listen on, told by the flag that chose it: the hub does not start. */
+export class PortUnusableError extends Error {
+  constructor(
+    readonly flag: string,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message)
+    this.name = 'PortUnusableError'
+  }
+}
+
+export interface ListenTarget {
+  host: string
+  port: number
+  /** the flag that chose the port: --port, --admin-port, --secure-port, --pool-port */
+  flag: string
+  /** the flag that chose the address: --bind-address, --admin-address, ... */
+  hostFlag: string
+}
+
+/**
+ * listen(), with the kernel's refusal said in the operator's terms: which flag, and what to do.
+ * An address in use is most often another outpost (a second systemd unit beside the static pod, a
+ * demo left running), so it says so.
+ */
+export async function listenAs(server: { listen(options: { host: string; port: number }): Promise<unknown> }, target: ListenTarget): Promise<void> {
+  try {
+    await server.listen({ host: target.host, port: target.port })
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? ''
+    const { flag, hostFlag, host, port } = target
+    const where = `${host.includes(':') ? `[${host}]` : host}:${port}`
+    if (code === 'EADDRINUSE')
+      throw new PortUnusableError(
+        flag,
+        code,
+        `${flag} ${port}: ${where} is already in use (EADDRINUSE), perhaps by another outpost on this node (ss -ltnp 'sport = :${port}' names the process); stop it, or give ${flag} another port`,
+      )
+    if (code === 'EACCES')
+      throw new PortUnusableError(
+        flag,
+        code,
+        `${flag} ${port}: not allowed to listen on ${where} (EACCES: ports below 1024 need root or CAP_NET_BIND_SERVICE); give ${flag} another port`,
+      )
+    if (code === 'EADDRNOTAVAIL')
+      throw new PortUnusableError(flag, code, `${hostFlag} ${host}: not an address of this host (EADDRNOTAVAIL), so ${flag} ${port} cannot listen there`)
+    throw error
+  }
+}
