@@ -5,10 +5,8 @@
 // able to read it.
 import { pino } from 'pino'
 import type { DestinationStream, Logger, LoggerOptions } from 'pino'
-import type { LogLevel } from '../lib/config.ts'
+import type { LogFormat, LogLevel } from '../lib/config.ts'
 import { repeatLimitHook } from '../lib/log-limit.ts'
-
-export type LogFormat = 'auto' | 'text' | 'json'
 
 export interface LogOptions {
   level: LogLevel

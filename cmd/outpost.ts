@@ -2,9 +2,9 @@
 // runs the demo: the embedded apiserver simulator with a three-pool cluster behind the hub.
 import './gc-settings.ts'
 import path from 'node:path'
-import { parseFlags, usage, UsageError } from './flags.ts'
+import { parseFlags, UsageError } from './flags.ts'
 import { shutdownHandler } from './shutdown.ts'
-import { createLogger, LogGate, resolveFormat, type LogFormat } from './log.ts'
+import { createLogger, LogGate, resolveFormat } from './log.ts'
 import { afterBanner, CloudSwitch, demoConfig, type DemoCloud, listenToKeys, logsQuiet, readAsTheNode, startControl, startDemoCloud } from './demo.ts'
 import { banner, hubStateLine, statusLine } from './demo-banner.ts'
 import { startHub } from '../lib/hub.ts'
@@ -16,7 +16,7 @@ async function main(): Promise<void> {
   try {
     const parsed = parseFlags(process.argv.slice(2), process.env)
     if (parsed.help) {
-      process.stdout.write(usage)
+      process.stdout.write(parsed.output)
       return
     }
     config = parsed.config
@@ -40,7 +40,7 @@ async function main(): Promise<void> {
   // terminal it holds them, so that its banner is the first screen and what follows is news.
   let lastLine = Date.now()
   const onLine = cloud ? () => (lastLine = Date.now()) : undefined
-  const format: LogFormat = (config as { logFormat?: LogFormat }).logFormat ?? 'auto'
+  const format = config.logFormat
   const gate = cloud && resolveFormat(format, Boolean(process.stdout.isTTY)) === 'text' ? new LogGate() : undefined
   const logger = createLogger({ level: config.logLevel, format, onLine, gate })
 
