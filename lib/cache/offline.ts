@@ -11,7 +11,7 @@ import type { CachedObject } from './types.ts'
 import type { CacheStore } from './store.ts'
 import { LostObjectError } from './store.ts'
 import { scopeOfName } from './scope.ts'
-import type { ParsedScope } from './scope.ts'
+import type { ParsedScope, Scope } from './scope.ts'
 import { encodeUnknown } from '../codec/protobuf.ts'
 import { fieldSelectorProblem } from '../api/field-selectors.ts'
 import { failure, isStatus, notFound, serviceUnavailable, tooLargeResourceVersion } from '../api/status.ts'
@@ -21,7 +21,6 @@ import type { Wanted } from '../api/negotiate.ts'
 import type { ResponseFilter } from '../../filters/registry.ts'
 import { asJson, bodyIn, canTranslate } from './translate.ts'
 import { toTable } from '../api/tables.ts'
-import { describeScope } from './scope.ts'
 import type { Collection } from './collection.ts'
 import { numericVersion } from './versions.ts'
 import { scopeOf } from './scope.ts'
@@ -55,14 +54,39 @@ function unlisted({ info, reason }: OfflineRead, candidates: Collection[], scope
   const incomplete = candidates.map(c => c.whyIncomplete(scope)).find(why => why !== undefined)
   if (incomplete)
     return serviceUnavailable(
-      `${reason}; the cached list of ${info.resource} (${describeScope(scope)}) is incomplete, so the cache does not answer it until the apiserver lists it whole again: ${incomplete}`,
+      `${reason}; the hub's copy of ${asked(info, scope)} is incomplete, so it does not answer until the apiserver lists it whole again: ${incomplete}`,
     )
-  const listed = candidates.flatMap(c => [...c.listed.values()].map(l => describeScope(l.scope)))
+  // who listed what: one client's view (kubelet's own pods) does not answer for another's (all pods)
+  const byWho = new Map<string, Set<string>>()
+  for (const c of candidates)
+    for (const l of c.listed.values()) byWho.set(who(c.key.component), (byWho.get(who(c.key.component)) ?? new Set()).add(selection(l.scope)))
   const why =
-    listed.length === 0
-      ? `nothing on this node ever listed ${info.resource} through this hub, so nothing is cached to answer with`
-      : `${info.resource} were listed here only for ${[...new Set(listed)].join('; ')}, which does not answer for ${describeScope(scope)}`
+    byWho.size === 0
+      ? `nothing on this node ever listed ${info.resource} through this hub, so nothing is cached to answer ${asked(info, scope)} with`
+      : `the hub holds ${info.resource} only as ${[...byWho].map(([client, scopes]) => `${client} listed them (${[...scopes].join('; ')})`).join(' and ')}; this request asks for ${asked(info, scope)}, which that does not cover`
   return serviceUnavailable(`${reason}; ${why}`)
+}
+
+/** A cache's component in words: the hub's own collections have internal names that mean nothing to a user. */
+export function who(component: string): string {
+  if (component.startsWith('shared-')) return "the hub's shared watch cache (for every client)"
+  if (component === 'outpost') return 'the hub itself'
+  if (component === '') return 'a client that did not name itself'
+  return component
+}
+
+/** A listed scope's selectors, briefly: `spec.nodeName=kind-worker2`, `namespace default, app=web`, `all namespaces`. */
+function selection(scope: Scope): string {
+  const parts = [scope.namespace && `namespace ${scope.namespace}`, scope.labelSelector, scope.fieldSelector].filter(Boolean)
+  return parts.length > 0 ? parts.join(', ') : 'all namespaces'
+}
+
+/** What a request asks for: `pods in all namespaces`, `pods in namespace default with app=web`, `pods named default/web-1`. */
+function asked(info: RequestInfo, scope: Scope): string {
+  if (info.name) return `${info.resource} named ${info.namespace ? `${info.namespace}/` : ''}${info.name}`
+  const where = scope.namespace ? `in namespace ${scope.namespace}` : 'in all namespaces'
+  const selectors = [scope.labelSelector, scope.fieldSelector].filter(Boolean).join(', ')
+  return `${info.resource} ${where}${selectors ? ` with ${selectors}` : ''}`
 }
 
 /**
@@ -79,7 +103,7 @@ function choose({ info, accept, reason }: OfflineRead, items: CachedObject[], so
     }
     if (stored.size === 0 || (stored.size === 1 && stored.has(wanted.format)) || translatable) return wanted
   }
-  const where = source ? `; ${source.key.component} holds them, see /debug/cache/${source.key.component}/${info.resource}` : ''
+  const where = source ? `; ${who(source.key.component)} holds them, see /debug/cache/${source.key.component}/${info.resource}` : ''
   return serviceUnavailable(
     `${reason}; ${info.resource} are cached as ${[...stored].join(' and ')}, which the hub cannot give in the format this request accepts (${accept ?? '*/*'})${where}`,
   )

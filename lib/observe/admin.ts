@@ -89,21 +89,25 @@ export function createAdminServer(options: AdminOptions) {
   const { store, topology, health, metrics } = options
   const admin = Fastify({ loggerInstance: options.log.child({ server: 'admin' }), logController: new LogController({ disableRequestLogging: true }) })
 
-  admin.get('/v1/healthz', async () => 'ok')
+  admin.get('/v1/healthz', async (_request, reply) => reply.type('text/plain').send('ok\n'))
 
   // Ready once the cache is loaded (it is, before the server listens) and this node is known,
   // from the cloud or from disk: until then kube-proxy would get unfiltered endpoints.
   admin.get('/v1/readyz', async (_request, reply) => {
     const missing: string[] = []
-    if (!topology.known) missing.push(`topology context: node ${options.nodeName} not seen yet (cloud ${health.state}, nothing cached)`)
+    // why the cloud is away: a misconfiguration to fix (TLS, credentials) apart from an outage to wait out
+    const cloud = health.problem()
+    if (!topology.known) missing.push(`topology context: node ${options.nodeName} not seen yet (nothing cached, and ${cloud ?? 'the cloud has not sent it'})`)
     const pending = options.pending?.()
     if (pending) missing.push(pending)
     missing.push(...(options.cacheProblems?.() ?? []))
     if (options.loading?.()) missing.push('cache: still being read from disk (what is read already is served)')
     reply.type('text/plain')
     // worth knowing, never a reason to be unready: the cloud serves what the pool's leader would
-    const notes = [options.pool?.()?.note(), options.podAddress?.note(), ...options.filters.partnerless()].filter(n => n !== undefined)
-    if (missing.length === 0) return notes.length > 0 ? `ok\n${notes.map(n => `- ${n}\n`).join('')}` : 'ok'
+    const notes = [topology.known ? cloud : undefined, options.pool?.()?.note(), options.podAddress?.note(), ...options.filters.partnerless()].filter(
+      n => n !== undefined,
+    )
+    if (missing.length === 0) return `ok\n${notes.map(n => `- ${n}\n`).join('')}`
     reply.code(503)
     return `not ready:\n${[...missing, ...notes].map(m => `- ${m}\n`).join('')}`
   })

@@ -17,7 +17,7 @@ export interface ServiceSlices {
 
 export interface KeyReport {
   key: string
-  /** endpoints this key keeps, by where they are: a node name, `zone <z>`, or `unknown node` */
+  /** where the endpoints this key keeps are, each once: a node name, `zone <z>`, or `unknown node` */
   keeps: string[]
 }
 
@@ -55,7 +55,8 @@ export function topologyReport(annotations: Record<string, string>, slices: Serv
       keys: keys.map(key => {
         const single = decideTopology(key, places, context)
         const keep = single.kind === 'filter' ? single.keep : places.map(() => true)
-        return { key, keeps: places.filter((_, i) => keep[i]).map(where) }
+        // where they are, once each: a node with ten endpoints is one place kept, not ten lines
+        return { key, keeps: [...new Set(places.filter((_, i) => keep[i]).map(where))] }
       }),
     }
   }

@@ -43,6 +43,32 @@ interface ServerHealth {
   failures: number
   successes: number
   lastFailure: string
+  /** the misconfiguration already logged for this server (once, until it answers again) */
+  reported?: FailureKind
+}
+
+/**
+ * Why a server failed, as an operator acts on it: not reachable (a WAN drop: the hub answers from
+ * its cache until it is back), or reached but it cannot be trusted or it refused the node
+ * (a misconfiguration: waiting will not fix it).
+ */
+export type FailureKind = 'unreachable' | 'untrusted' | 'refused'
+
+/** TLS verification failures (Node's and OpenSSL's codes), in a failure's description */
+const untrustedCodes =
+  /\b(DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|CERT_[A-Z_]+|ERR_TLS_CERT_ALTNAME_INVALID|ERR_SSL_[A-Z_]+|ERR_TLS_[A-Z_]+)\b/
+
+export function failureKind(reason: string): FailureKind {
+  if (/^the apiserver refused the node's credentials/.test(reason)) return 'refused'
+  return untrustedCodes.test(reason) ? 'untrusted' : 'unreachable'
+}
+
+/** What to do about a failure that waiting will not fix. */
+const fixes: Record<Exclude<FailureKind, 'unreachable'>, string> = {
+  untrusted:
+    "the hub cannot verify the apiserver's certificate: give --kubeconfig with the cluster's CA (certificate-authority-data), as kubelet's kubeconfig has it",
+  refused:
+    "the node's credentials were refused: check the client certificate or token in --kubeconfig (expired, revoked, or another cluster's), or --bootstrap-kubeconfig for a new one",
 }
 
 function describe(error: unknown): string {
@@ -83,11 +109,31 @@ export class HealthChecker extends EventEmitter {
 
   /** Why the cloud counts as unreachable, server by server, for error messages. */
   outage(): string {
-    return `no apiserver reachable: ${this.failures()}`
+    return `${this.misconfigured() ? 'cannot authenticate / verify the apiserver' : 'no apiserver reachable'}: ${this.failures()}`
+  }
+
+  /**
+   * Why the cloud is offline, for readyz: a misconfiguration (TLS, credentials) apart from an
+   * apiserver out of reach; undefined while it is online.
+   */
+  problem(): string | undefined {
+    if (this.current === 'online') return undefined
+    return `${this.misconfigured() ? 'cannot authenticate / verify the apiserver' : 'apiserver unreachable'}: ${this.failures()}`
+  }
+
+  /** every server failed for a reason waiting will not fix */
+  private misconfigured(): boolean {
+    return this.servers.every(s => s.lastFailure !== '' && failureKind(s.lastFailure) !== 'unreachable')
   }
 
   private failures(): string {
-    return this.servers.map(s => `${serverLabel(s.url)}: ${s.lastFailure || 'not answering'}`).join('; ')
+    return this.servers
+      .map(s => {
+        const kind = s.lastFailure ? failureKind(s.lastFailure) : 'unreachable'
+        const why = `${serverLabel(s.url)}: ${s.lastFailure || 'not answering'}`
+        return kind === 'unreachable' ? why : `${why} (${fixes[kind]})`
+      })
+      .join('; ')
   }
 
   serverUp(server: URL): boolean {
@@ -207,8 +253,16 @@ export class HealthChecker extends EventEmitter {
       s.lastFailure = reason
       if (s.up === undefined || (s.up && s.failures >= failuresToDown)) s.up = false
     }
+    const kind = ok ? undefined : failureKind(reason)
+    if (ok && s.up) s.reported = undefined
+    else if (kind && kind !== 'unreachable' && s.reported !== kind) {
+      // at once, not after failuresToDown: a certificate or a credential does not heal by waiting
+      s.reported = kind
+      this.options.log.error({ server: serverLabel(s.url), reason }, `apiserver ${serverLabel(s.url)}: ${reason}: ${fixes[kind]}`)
+    }
     if (s.up === was) return
-    if (was !== undefined || !s.up) {
+    // a misconfiguration has its error line above; an outage is news of its own
+    if ((was !== undefined || !s.up) && !(kind && kind !== 'unreachable')) {
       this.options.log.info(
         { server: serverLabel(s.url), up: s.up, reason: s.up ? undefined : reason },
         `apiserver ${serverLabel(s.url)} ${s.up ? 'up' : `down: ${reason}`}`,
@@ -223,7 +277,8 @@ export class HealthChecker extends EventEmitter {
     if (next === this.current) return
     this.current = next
     if (next === 'offline') {
-      this.options.log.info({ state: next }, `cloud offline: ${this.failures()}`)
+      if (this.misconfigured()) this.options.log.info({ state: next }, 'cloud offline: the hub answers from its cache until the error above is fixed')
+      else this.options.log.info({ state: next }, `cloud offline: ${this.failures()}`)
     } else {
       this.options.log.info({ state: next }, 'cloud online')
     }

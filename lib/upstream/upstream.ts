@@ -253,13 +253,16 @@ export class Upstream {
     return { statusCode: res.statusCode, body: parsed }
   }
 
-  /** One health probe of one server, with the node's credentials: GET /readyz answered 200. */
+  /** One health probe of one server, with the node's credentials: GET /readyz answered 200 (401 and 403 throw, saying so). */
   async probe(server: URL, signal: AbortSignal): Promise<boolean> {
     const state = this.states.find(s => s.url === server)
     if (!state) return false
     // reset: the probe's connection closes after it, so probing never holds sockets open
     const res = await state.nodePool.request({ method: 'GET', path: `${state.basePath}/readyz`, headers: { 'user-agent': hubUserAgent }, signal, reset: true })
     await res.body.dump()
+    // a refusal is not an outage: lib/upstream/health.ts tells the operator to fix the credentials
+    if (res.statusCode === 401 || res.statusCode === 403)
+      throw new Error(`the apiserver refused the node's credentials: ${res.statusCode} ${res.statusCode === 401 ? 'Unauthorized' : 'Forbidden'} on GET /readyz`)
     return res.statusCode === 200
   }
 
