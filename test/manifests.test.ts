@@ -27,10 +27,10 @@ interface Loaded {
   docs: Obj[]
 }
 
-/** Every file in manifests/, each parsed as a multi-document YAML stream. */
+/** Every YAML file in manifests/ (the systemd unit and its environment file: test/manifests-systemd.test.ts), each parsed as a multi-document stream. */
 function loadAll(): Loaded[] {
   return readdirSync(manifestsDir)
-    .filter(name => !name.startsWith('.') && !name.endsWith('.md'))
+    .filter(name => /\.(yaml|kubeconfig)$/.test(name))
     .sort()
     .map(file => {
       const text = readFileSync(path.join(manifestsDir, file), 'utf8')
