@@ -258,7 +258,9 @@ export class Upstream {
     const state = this.states.find(s => s.url === server)
     if (!state) return false
     // reset: the probe's connection closes after it, so probing never holds sockets open
-    const res = await state.nodePool.request({ method: 'GET', path: `${state.basePath}/readyz`, headers: { 'user-agent': hubUserAgent }, signal, reset: true })
+    // the node's token too, not only its certificate: a revoked token must show here, not in kubelet's requests
+    const { headers } = this.authorize({ 'user-agent': hubUserAgent })
+    const res = await state.nodePool.request({ method: 'GET', path: `${state.basePath}/readyz`, headers, signal, reset: true })
     await res.body.dump()
     // a refusal is not an outage: lib/upstream/health.ts tells the operator to fix the credentials
     if (res.statusCode === 401 || res.statusCode === 403)
