@@ -59,20 +59,25 @@ function unlisted({ info, reason }: OfflineRead, candidates: Collection[], scope
   // who listed what: one client's view (kubelet's own pods) does not answer for another's (all pods)
   const byWho = new Map<string, Set<string>>()
   for (const c of candidates)
-    for (const l of c.listed.values()) byWho.set(who(c.key.component), (byWho.get(who(c.key.component)) ?? new Set()).add(selection(l.scope)))
+    for (const l of c.listed.values()) byWho.set(listedBy(c.key.component), (byWho.get(listedBy(c.key.component)) ?? new Set()).add(selection(l.scope)))
   const why =
     byWho.size === 0
       ? `nothing on this node ever listed ${info.resource} through this hub, so nothing is cached to answer ${asked(info, scope)} with`
-      : `the hub holds ${info.resource} only as ${[...byWho].map(([client, scopes]) => `${client} listed them (${[...scopes].join('; ')})`).join(' and ')}; this request asks for ${asked(info, scope)}, which that does not cover`
+      : `the hub holds ${info.resource} only as ${[...byWho].map(([listed, scopes]) => `${listed} (${[...scopes].join('; ')})`).join(' and ')}; this request asks for ${asked(info, scope)}, which that does not cover`
   return serviceUnavailable(`${reason}; ${why}`)
 }
 
 /** A cache's component in words: the hub's own collections have internal names that mean nothing to a user. */
 export function who(component: string): string {
-  if (component.startsWith('shared-')) return "the hub's shared watch cache (for every client)"
+  if (component.startsWith('shared-')) return "the hub's shared watch cache"
   if (component === 'outpost') return 'the hub itself'
   if (component === '') return 'a client that did not name itself'
   return component
+}
+
+/** Who listed a collection's scopes: a shared watch cache lists for whichever clients asked, unnamed. */
+function listedBy(component: string): string {
+  return component.startsWith('shared-') ? "clients listed them through the hub's shared watch cache" : `${who(component)} listed them`
 }
 
 /** A listed scope's selectors, briefly: `spec.nodeName=kind-worker2`, `namespace default, app=web`, `all namespaces`. */
