@@ -111,7 +111,11 @@ export function textLine(line: string, colour = false): string {
   const name = (levelNames[entry.level] ?? `L${entry.level}`).padEnd(5)
   const level = colour ? `\x1b[${levelColours[entry.level] ?? '0'}m${name}\x1b[0m` : name
   const fields = Object.entries(entry)
-    .filter(([key, value]) => !hidden.has(key) && value !== undefined && value !== null)
+    // a value the message already says (the server in "apiserver … down") would only repeat it
+    .filter(
+      ([key, value]) =>
+        !hidden.has(key) && value !== undefined && value !== null && !(typeof value === 'string' && value.length > 3 && entry.msg?.includes(value)),
+    )
     .map(([key, value]) => `${key}=${fieldValue(key, value)}`)
   return `${[clock, level, entry.msg ?? '', ...fields].filter(Boolean).join(' ')}\n`
 }

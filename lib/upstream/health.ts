@@ -262,7 +262,8 @@ export class HealthChecker extends EventEmitter {
     }
     if (s.up === was) return
     // a misconfiguration has its error line above; an outage is news of its own
-    if ((was !== undefined || !s.up) && !(kind && kind !== 'unreachable')) {
+    // one server: the cloud's line says it (update), a second line would repeat it
+    if ((was !== undefined || !s.up) && !(kind && kind !== 'unreachable') && this.servers.length > 1) {
       this.options.log.info(
         { server: serverLabel(s.url), up: s.up, reason: s.up ? undefined : reason },
         `apiserver ${serverLabel(s.url)} ${s.up ? 'up' : `down: ${reason}`}`,
