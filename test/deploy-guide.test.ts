@@ -3,6 +3,8 @@
 // apiserver simulator and the hub the guide's static pod runs. Only sudo, the host's paths (under a
 // temporary root) and the placeholders NODE and NAME differ. What cannot run here is listed below
 // with why; every command is one or the other, so a new command in the guide needs a check here.
+// The systemd unit's section comes last, on the node the rollback left clean: the test builds the
+// bundle the guide installs, and starts it from the installed unit and environment file.
 import { existsSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
@@ -85,14 +87,14 @@ const steps: Step[] = [
       await createMirrorPod(t, node)
     },
   },
-  { what: 'the hub is alive', matches: c => c.endsWith(':10267/v1/healthz'), until: true, check: ran => [[ran.stdout === 'ok', ran.stdout]] },
+  { what: 'the hub is alive', matches: c => c.endsWith(':10267/v1/healthz'), until: true, check: ran => [[ran.stdout.trim() === 'ok', ran.stdout]] },
   {
     what: 'ready once the serving certificate is issued',
     matches: c => c === 'curl -s 127.0.0.1:10267/v1/readyz',
     until: true,
     check: ran =>
       state.approved
-        ? [[ran.stdout === 'ok', `ok: ${ran.stdout}`]]
+        ? [[ran.stdout.trim() === 'ok', `ok, and nothing more: ${ran.stdout}`]]
         : mentions(ran.stdout, /^not ready:\n(.*\n)*- serving certificate: CSR \(signer kubernetes\.io\/kubelet-serving\) not issued yet; approve it/),
   },
   {
@@ -237,6 +239,11 @@ const steps: Step[] = [
     },
   },
   {
+    what: "kube-proxy's requests reach the hub",
+    matches: c => c.endsWith(`:10267/debug/cache | grep -o '"kube-proxy"' | head -n 1`),
+    check: ran => [[ran.stdout === '"kube-proxy"\n', ran.stdout]],
+  },
+  {
     what: 'online, every apiserver up',
     matches: c => c.includes("grep -E '^outpost_(cloud_online|upstream_up)'"),
     check: (ran, node) => [[ran.stdout === `outpost_cloud_online 1\noutpost_upstream_up{server="${node.simulatorUrl}"} 1\n`, ran.stdout]],
@@ -294,6 +301,41 @@ const steps: Step[] = [
     what: "the hub's data gone",
     matches: c => c.endsWith('rm -rf /var/lib/outpost'),
     check: (_r, node) => [[!existsSync(`${node.root}/var/lib/outpost`), 'gone']],
+  },
+  // ---- the systemd unit, on the node the rollback left clean
+  {
+    what: 'Node.js 20 or newer',
+    matches: c => c === 'node --version',
+    check: ran => [[Number(/^v(\d+)\./.exec(ran.stdout)?.[1]) >= 20, ran.stdout.trim()]],
+  },
+  ...(
+    [
+      ['dist/outpost.mjs', '/opt/outpost/outpost.mjs'],
+      ['manifests/outpost.env', '/etc/outpost/outpost.env'],
+      ['manifests/outpost.service', '/etc/systemd/system/outpost.service'],
+    ] as const
+  ).map(([from, to]): Step => ({
+    what: `${to} in place`,
+    matches: c => c.includes(`install `) && c.endsWith(` ${from} ${to}`),
+    check: (_ran, node) => [
+      [fileMode(node.root + to) === 0o644, 'mode 0644'],
+      [existsSync(node.root + to) && readFileSync(node.root + to).equals(readFileSync(path.join(node.work, from))), `the guide's ${from}`],
+    ],
+  })),
+  {
+    what: 'the version, from the bundle the unit runs',
+    matches: c => c.endsWith("| grep '^outpost_build_info'"),
+    until: true,
+    check: ran => {
+      const version = JSON.parse(readFileSync(path.join(repo, 'package.json'), 'utf8')).version as string
+      return mentions(ran.stdout, new RegExp(`^outpost_build_info\\{version="${version.replaceAll('.', '\\.')}",node_version="v\\d+[.\\d]*"\\} 1$`, 'm'))
+    },
+  },
+  {
+    what: "the unit's files gone",
+    matches: c => c.endsWith('rm /etc/systemd/system/outpost.service /etc/outpost/outpost.env /opt/outpost/outpost.mjs'),
+    check: (_r, node) =>
+      ['/etc/systemd/system/outpost.service', '/etc/outpost/outpost.env', '/opt/outpost/outpost.mjs'].map(f => [!existsSync(node.root + f), `${f} gone`]),
   },
   ...(
     [
@@ -360,6 +402,29 @@ const notRunnable: { matches: RegExp; why: string; instead?(t: Test, node: Deplo
     matches: /^(curl -s 127\.0\.0\.1:10267\/debug\/pool|kubectl -n kube-system get lease outpost-pool-POOL)$/,
     why: 'leader hubs need several nodes with --pool-sharing=on; test/pool*.test.ts run them',
   },
+  {
+    matches: /^npm ci && npm run bundle$/,
+    why: "the test's checkout is installed already; the bundle is built into the node's checkout with build/bundle.mjs",
+    instead: async (t, node) => {
+      const built = await node.sh(`${process.execPath} ${path.join(repo, 'build/bundle.mjs')} --outfile ${path.join(node.work, 'dist/outpost.mjs')}`)
+      t.equal(built.code, 0, 'the bundle', { stderr: built.stderr })
+    },
+  },
+  {
+    matches: /^sudo systemctl daemon-reload && sudo systemctl enable --now outpost$/,
+    why: "no systemd here; the test starts the unit's ExecStart with its EnvironmentFile",
+    instead: async (_t, node) => node.startUnit(),
+  },
+  { matches: /^systemctl is-active outpost$/, why: 'no systemd here; the hub the unit runs answers /v1/healthz instead' },
+  { matches: /^journalctl -u outpost /, why: 'no journald here' },
+  {
+    matches: /^sudo systemctl disable --now outpost$/,
+    why: 'no systemd here; the test stops the hub as systemd does (SIGTERM)',
+    instead: async (t, node) => {
+      t.equal(await node.stopHub(), 0, "the unit's hub stops cleanly")
+    },
+  },
+  { matches: /^sudo systemctl daemon-reload$/, why: 'no systemd here' },
   {
     matches: /^sudo iptables -I OUTPUT /,
     why: "the host's firewall; the simulator refuses connections instead",

@@ -34,22 +34,24 @@ export async function playKubelet(t: Test, node: DeployNode): Promise<void> {
   t.equal(cm?.kind, 'ConfigMap', "and reads kube-proxy's ConfigMap, which it mounts into kube-proxy's pods")
 }
 
-/** kube-proxy after a restart: the kubeconfig its ConfigMap holds and, as kubelet mounts it, the config.conf that names it. */
+/**
+ * kube-proxy after a restart, as kubeadm's DaemonSet runs it: kubelet mounts its ConfigMap (read
+ * through the hub, filters and all) at /var/lib/kube-proxy; kube-proxy reads config.conf there, and
+ * the kubeconfig its clientConnection names (without one, the in-cluster config: the cloud,
+ * straight past the hub).
+ */
 export async function playKubeProxy(t: Test, node: DeployNode): Promise<void> {
-  const kubeconfig = (await node.sh(`kubectl -n kube-system get configmap kube-proxy -o jsonpath='{.data.kubeconfig\\.conf}'`)).stdout
+  const mounted = json((await node.sh(`curl -sf -A kubelet/v1.30.0 http://127.0.0.1:10261/api/v1/namespaces/kube-system/configmaps/kube-proxy`)).stdout)
+  const files: Record<string, string> = mounted?.data ?? {}
+  const named = parse(files['config.conf'] ?? '')?.clientConnection?.kubeconfig as string | undefined
+  t.equal(named, '/var/lib/kube-proxy/kubeconfig.conf', "config.conf, as kubelet mounts it, still names kube-proxy's kubeconfig (no filter commented it out)")
+  const kubeconfig = named?.startsWith('/var/lib/kube-proxy/') ? files[named.slice('/var/lib/kube-proxy/'.length)] : undefined
+  if (kubeconfig === undefined) return // in-cluster: kube-proxy never reaches the hub (the checks after this one say so too)
   const server = kubeconfigServer(kubeconfig)
   if (server !== 'http://127.0.0.1:10261') {
     t.equal(kubeconfig, readFileSync(path.join(node.work, 'kube-proxy-kubeconfig.conf.orig'), 'utf8'), "rolled back: kube-proxy's own kubeconfig again")
     return
   }
-  // what kubelet writes into kube-proxy's pods: the inclusterconfig filter would comment out
-  // config.conf's kubeconfig line, and kube-proxy would go to the pod address with its token
-  const mounted = json((await node.sh(`curl -sf -A kubelet/v1.30.0 http://127.0.0.1:10261/api/v1/namespaces/kube-system/configmaps/kube-proxy`)).stdout)
-  t.match(
-    mounted?.data?.['config.conf'],
-    /^\s*kubeconfig: \/var\/lib\/kube-proxy\/kubeconfig\.conf$/m,
-    'config.conf, as kubelet mounts it, still names the patched kubeconfig (the static pod passes --disable-filters=inclusterconfig)',
-  )
   const get = (p: string) => node.sh(`curl -sf -A 'kube-proxy/v1.30.0 (linux/amd64) kubernetes/7c48c2b' '${server}${p}'`)
   t.equal(json((await get('/apis/discovery.k8s.io/v1/endpointslices')).stdout)?.kind, 'EndpointSliceList', 'kube-proxy lists EndpointSlices through the hub')
   t.equal(json((await get('/api/v1/services')).stdout)?.kind, 'ServiceList', 'and Services')

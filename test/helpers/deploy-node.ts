@@ -2,23 +2,24 @@
 // test's own (never the host's network), the cluster in it (./deploy-cluster.ts), a directory that
 // stands for the node's root filesystem, and the guide's commands run in the namespace as written,
 // with only what must differ rewritten (rewrite()). The test plays kubelet: it starts the hub from
-// the static pod manifest the guide installed.
+// the static pod manifest the guide installed; and systemd, from the unit the guide installed.
 import { execFile, spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
-import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Test } from 'tap'
 import { parse } from 'yaml'
 import { tempDir } from './temp-dirs.ts'
+import { parseEnvFile, parseUnit, unitValue } from './deploy-unit.ts'
 
 export const repo = fileURLToPath(new URL('../..', import.meta.url))
 export const nodeName = 'kind-worker2'
 /** status.hostIP: a documentation address on the namespace's loopback */
 export const nodeIp = '192.0.2.10'
 /** The host paths the guide writes or reads, which live under the node's root directory here. */
-const hostPaths = ['/etc/kubernetes', '/var/lib/outpost', '/etc/systemd', '/var/lib/kubelet']
+const hostPaths = ['/etc/kubernetes', '/var/lib/outpost', '/etc/systemd', '/var/lib/kubelet', '/etc/outpost', '/opt/outpost']
 
 export interface Ran {
   command: string
@@ -98,6 +99,8 @@ export interface DeployNode {
   fault(fault: 'refuse' | 'none'): Promise<void>
   /** kubelet's part: runs the static pod from root/etc/kubernetes/manifests/outpost.yaml */
   startHub(extraArgs: string[]): void
+  /** systemd's part: runs root/etc/systemd/system/outpost.service's ExecStart with its EnvironmentFile */
+  startUnit(): void
   stopHub(): Promise<number | null>
   hubOutput(): string
 }
@@ -168,6 +171,12 @@ export async function startDeployNode(t: Test): Promise<DeployNode> {
 
   let hub: ChildProcess | undefined
   let hubOut = ''
+  const spawnHub = (command: string[], env: NodeJS.ProcessEnv) => {
+    hub = spawn('ip', ['netns', 'exec', ns, ...command], { cwd: repo, env })
+    children.push(hub)
+    hub.stdout!.on('data', chunk => (hubOut += chunk.toString()))
+    hub.stderr!.on('data', chunk => (hubOut += chunk.toString()))
+  }
   let faults = 0
   return {
     ns,
@@ -198,13 +207,16 @@ export async function startDeployNode(t: Test): Promise<DeployNode> {
           {},
         ),
       )
-      hub = spawn('ip', ['netns', 'exec', ns, process.execPath, '--import', 'tsx', 'cmd/outpost.ts', ...args, ...extraArgs], {
-        cwd: repo,
-        env: { PATH: process.env.PATH, ...vars },
-      })
-      children.push(hub)
-      hub.stdout!.on('data', chunk => (hubOut += chunk.toString()))
-      hub.stderr!.on('data', chunk => (hubOut += chunk.toString()))
+      spawnHub([process.execPath, '--import', 'tsx', 'cmd/outpost.ts', ...args, ...extraArgs], { PATH: process.env.PATH, ...vars })
+    },
+    startUnit() {
+      const unit = parseUnit(readFileSync(`${root}/etc/systemd/system/outpost.service`, 'utf8'))
+      const [node, bundle, ...args] = (unitValue(unit, 'Service', 'ExecStart') ?? '').split(/\s+/)
+      const file = parseEnvFile(readFileSync(root + (unitValue(unit, 'Service', 'EnvironmentFile') ?? ''), 'utf8'))
+      // the host's paths in the settings are under root here, as the guide's commands
+      const env = Object.fromEntries(Object.entries(file).map(([k, v]) => [k, rewrite(v, root, {})]))
+      // the unit's node where this machine has one there; this test's own otherwise
+      spawnHub([existsSync(node) ? node : process.execPath, rewrite(bundle, root, {}), ...args], { PATH: process.env.PATH, ...env })
     },
     async stopHub() {
       if (!hub || hub.exitCode !== null) return hub?.exitCode ?? null
