@@ -150,7 +150,7 @@ t.test('static pod: where and how it runs', async t => {
   t.equal(pod.spec.dnsPolicy, 'Default', "the node's resolver: cluster DNS sits behind the hub")
   t.equal(pod.spec.containers.length, 1)
   t.equal(container.image, `outpost:${pkg.version}`, 'the image the Dockerfile builds, at the package version')
-  t.equal(container.command, undefined, "no command: the image's ENTRYPOINT runs dist/cmd/outpost.js")
+  t.equal(container.command, undefined, "no command: the image's ENTRYPOINT runs the bundle")
   const grace = pod.spec.terminationGracePeriodSeconds
   t.ok(grace > 10 && grace <= 30, `terminationGracePeriodSeconds ${grace}: a little over the hub's 10 s shutdown bound`)
 })
