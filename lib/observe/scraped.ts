@@ -105,7 +105,7 @@ export function registerScraped(registry: Registry, from: ScrapeSources): void {
       for (const c of from.collections()) this.set({ component: c.key.component, resource: resourceDirName(c.key) }, value(c))
     }
   const collectionLabels =
-    'component: a component with a disk cache (--cache-components; with *, the first 32 seen); resource: <resource>.<version>.<group> of what it read'
+    'component: a component with a disk cache (--cache-components; with *, the first 32 seen), or shared-json and shared-protobuf (the shared watch caches); resource: <resource>.<version>.<group> of what it read'
   new Gauge({
     name: 'outpost_cache_objects',
     help: `Objects in the cache, by component and resource (${collectionLabels})`,
