@@ -2,11 +2,10 @@
 // switch that takes the cloud away and brings it back, so a newcomer sees what the hub is for.
 // Only a source checkout has the simulator (run with tsx, or from its build); the image's bundle
 // exits saying so.
-import { existsSync, mkdtempSync } from 'node:fs'
+import { existsSync } from 'node:fs'
+import { demoTempDir } from './demo-temp.ts'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
-import os from 'node:os'
-import path from 'node:path'
 import type { HubConfig } from '../lib/config.ts'
 import type { Hub } from '../lib/hub.ts'
 import type { LogEntry } from './log.ts'
@@ -73,8 +72,8 @@ export function demoConfig(config: HubConfig, cloud: DemoCloud, argv: string[], 
     servers: [new URL(cloud.url)],
     nodeName: given('--node-name', 'OUTPOST_NODE_NAME') ? config.nodeName : demoNode,
     // a newcomer's machine has no /var/lib/outpost; each demo run caches its own fresh cluster in a temp dir
-    cacheDir: given('--cache-dir', 'OUTPOST_CACHE_DIR') ? config.cacheDir : mkdtempSync(path.join(os.tmpdir(), 'outpost-demo-cache-')),
-    certDir: given('--cert-dir', 'OUTPOST_CERT_DIR') ? config.certDir : mkdtempSync(path.join(os.tmpdir(), 'outpost-demo-pki-')),
+    cacheDir: given('--cache-dir', 'OUTPOST_CACHE_DIR') ? config.cacheDir : demoTempDir('outpost-demo-cache-'),
+    certDir: given('--cert-dir', 'OUTPOST_CERT_DIR') ? config.certDir : demoTempDir('outpost-demo-pki-'),
     // a node probes every 5 s and needs 3 failures; a newcomer should not wait 15 s to see the hub notice
     healthIntervalMs: given('--health-interval', 'OUTPOST_HEALTH_INTERVAL') ? config.healthIntervalMs : 1000,
   }

@@ -14,7 +14,7 @@ import type { SecurePort } from './front/secure-port.ts'
 import type { ApiCaller } from '../certs/signing-request.ts'
 import type { UpstreamCredentials } from './upstream/kubeconfig.ts'
 import { Upstream } from './upstream/upstream.ts'
-import { createProxyServer } from './front/server.ts'
+import { createProxyServer, listenAs } from './front/server.ts'
 import { createAdminServer } from './observe/admin.ts'
 import { HealthChecker, serverLabel } from './upstream/health.ts'
 import { LiveStreams } from './watch/streams.ts'
@@ -365,8 +365,8 @@ async function startWithCache(
     await health.start()
     overlay.setOnline(checker.state === 'online')
     await topology.start()
-    await proxy.listen({ host: config.bindAddress, port: config.port })
-    await admin.listen({ host: config.adminAddress, port: config.adminPort })
+    await listenAs(proxy, { host: config.bindAddress, port: config.port, flag: '--port', hostFlag: '--bind-address' })
+    await listenAs(admin, { host: config.adminAddress, port: config.adminPort, flag: '--admin-port', hostFlag: '--admin-address' })
     if (config.securePort !== null)
       secure = await startSecurePort(config, log, { router, upstream, limits, podAddress: podAddress.advertised, limiter }, api, options.timing)
     if (config.poolSharing)

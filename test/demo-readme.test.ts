@@ -69,8 +69,8 @@ const readmeChecks: { what: string; matches(command: string): boolean; exitCode?
       t.same(addresses(slice), ud1All, 'every endpoint')
     },
   },
-  { what: 'liveness', matches: c => c.endsWith('/v1/healthz'), check: (t, ran) => t.equal(ran.stdout, 'ok') },
-  { what: 'readiness', matches: c => c.endsWith('/v1/readyz'), check: (t, ran) => t.equal(ran.stdout, 'ok') },
+  { what: 'liveness', matches: c => c.endsWith('/v1/healthz'), check: (t, ran) => t.equal(ran.stdout, 'ok\n') },
+  { what: 'readiness', matches: c => c.endsWith('/v1/readyz'), check: (t, ran) => t.match(ran.stdout, /^ok\n/) },
   {
     what: 'every slice as kube-proxy sees it',
     matches: c => c.includes('-A kube-proxy/') && c.endsWith('/apis/discovery.k8s.io/v1/endpointslices'),

@@ -55,7 +55,7 @@ t.test('kubectl offline from what kube-proxy and kubelet cached, before and afte
 
     const all = await kubectl(url, ['get', 'pods', '-A'])
     t.not(all.code, 0, `${when}: all pods were never listed on this node: no answer rather than a short one`)
-    t.match(all.stderr, /listed here only for fieldSelector=spec.nodeName=kind-worker2, which does not answer for all/)
+    t.match(all.stderr, /only as .*\(spec\.nodeName=kind-worker2\); this request asks for pods in all namespaces/)
 
     const node = await kubectl(url, ['get', 'node', 'kind-worker2', '-o', 'jsonpath={.metadata.labels.apps\\.openyurt\\.io/nodepool}'])
     t.equal(node.stdout, 'shanghai', `${when}: kubelet's Node`)

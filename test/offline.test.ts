@@ -122,7 +122,8 @@ t.test('kubelet-shaped protobuf list answered offline, byte for byte what the ap
   t.match(await other.body.json(), {
     kind: 'Status',
     reason: 'ServiceUnavailable',
-    message: /pods were listed here only for fieldSelector=spec.nodeName=kind-worker2, which does not answer for fieldSelector=spec.nodeName=kind-worker$/,
+    message:
+      /pods only as .* \(spec\.nodeName=kind-worker2\); this request asks for pods in all namespaces with spec\.nodeName=kind-worker, which that does not cover$/,
   })
   const all = await request(h.url + '/api/v1/pods', { headers: { 'user-agent': kubeletUA } })
   t.equal(all.statusCode, 503, 'nor are all pods: kubelet listed only its own')
@@ -156,7 +157,7 @@ t.test('two selectors on one resource from one component, offline, each answered
   t.equal(unlisted.status, 503, 'a scope no whole list answers for is not answered')
   t.match(
     unlisted.body.message,
-    /configmaps were listed here only for namespace=default labelSelector=app=a; namespace=default labelSelector=app=b, which does not answer for namespace=default/,
+    /configmaps only as .* \(namespace default, app=a; namespace default, app=b\); this request asks for configmaps in namespace default with app in \(a,b\), which that does not cover/,
   )
   t.equal((await getJson(`${base}/a2`)).body.metadata.name, 'a2', 'get of a listed object')
   t.equal((await getJson(`${base}/nope`)).status, 503, 'an object no listed scope could hold is not said to be missing')
@@ -329,7 +330,7 @@ t.test('a damaged cache journal is reported (log and metric); lists it may have 
   t.match(metrics, /^outpost_cache_load_errors_total 1$/m, 'the damaged journal is counted')
   const list = await getJson(`${second.url}/api/v1/namespaces/default/configmaps`)
   t.equal(list.status, 503, 'a list that may miss what came after the damage is not passed off as whole')
-  t.match(list.body.message, /the cached list of configmaps \(namespace=default\) is incomplete, .*its cache file was damaged/)
+  t.match(list.body.message, /the hub's copy of configmaps in namespace default is incomplete, .*its cache file was damaged/)
   t.equal((await getJson(`${second.url}/api/v1/namespaces/default/configmaps/good-1`)).body.metadata.name, 'good-1', 'what came before the damage is served')
   t.equal((await getJson(`${second.url}/api/v1/namespaces/default/configmaps/good-2`)).status, 503, 'the damaged one is not said to be missing')
   t.match(

@@ -12,7 +12,7 @@ import { classify, qualifiedResource } from '../api/requestinfo.ts'
 import { failure, serviceUnavailable } from '../api/status.ts'
 import type { Status } from '../api/status.ts'
 import type { Authenticate } from './authn.ts'
-import { createProxyServer } from './server.ts'
+import { createProxyServer, listenAs } from './server.ts'
 import type { ProxyServerOptions } from './server.ts'
 import { Router } from './router.ts'
 import type { RouterOptions } from './router.ts'
@@ -150,7 +150,7 @@ export async function startPoolPort(options: PoolPortOptions): Promise<PoolPort>
     https: { cert: Buffer.from(options.tls.cert), key: Buffer.from(options.tls.key), clientCa: options.tls.clientCa },
   })
   limitConnectionsPerPeer(server.server as unknown as TlsServer, options.maxConnectionsPerPeer ?? 64, log)
-  await server.listen({ host: options.host, port: options.port })
+  await listenAs(server, { host: options.host, port: options.port, flag: '--pool-port', hostFlag: '--pool-bind-address' })
   const port = (server.server.address() as AddressInfo).port
   log.info({ host: options.host, port }, 'pool port serving (it answers while this hub leads its pool)')
   return { port, close: () => server.close() }

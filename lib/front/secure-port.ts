@@ -4,7 +4,7 @@ import { readFile } from 'node:fs/promises'
 import type { AddressInfo } from 'node:net'
 import type { Logger } from 'pino'
 import type { HubConfig } from '../config.ts'
-import { createProxyServer, tlsContextOptions } from './server.ts'
+import { createProxyServer, listenAs, tlsContextOptions } from './server.ts'
 import type { ProxyServerOptions } from './server.ts'
 import type { Router } from './router.ts'
 import type { InflightLimiter } from './inflight.ts'
@@ -74,7 +74,7 @@ export async function startSecurePort(
       })
       // the pod address gets the port the first listener got, so pods are told one port
       try {
-        await server.listen({ host, port })
+        await listenAs(server, { host, port, flag: '--secure-port', hostFlag: host === config.secureBindAddress ? '--secure-bind-address' : '--pod-address' })
       } catch (error) {
         await server.close()
         if (host === config.secureBindAddress) throw error
