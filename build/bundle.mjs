@@ -28,7 +28,7 @@ const result = await build({
   banner: { js: "import { createRequire as __outpostCreateRequire } from 'node:module'; const require = __outpostCreateRequire(import.meta.url);" },
   // Optional native addons (ws tries them in a try/catch, should it come in), and the terminal log
   // printer (a dev dependency, loaded only when asked for): absent from the image, never bundled.
-  external: ['bufferutil', 'utf-8-validate', 'pino-pretty'],
+  external: ['bufferutil', 'utf-8-validate'],
   // Minified (4.4 → 2.1 MB): V8 keeps every script's source in the heap, and here it measured
   // 7-10 MiB less idle RSS and 8 MiB less peak at start than unminified, keepNames 1-2 MiB less
   // gain again. The logs carry error messages, not class names; for readable stack traces, build
