@@ -1,9 +1,7 @@
 // What `outpost --version` prints: the version, and the Kubernetes it was tested against.
-// A JSON import, not a file read at run time: esbuild inlines it into the image's bundle, which has
-// no package.json beside it; tsc copies it to dist/ (dist/package.json), and tsx reads it in place.
-import pkg from '../package.json' with { type: 'json' }
+import { version } from '../lib/observe/build-info.ts'
 
-export const version: string = pkg.version
+export { version }
 
 export const versionText: string = [
   `outpost ${version}`,

@@ -9,7 +9,7 @@ const root = path.resolve(import.meta.dirname, '..')
 
 /** Lowest first: a module may import from its own layer's folder or from any lower layer. */
 const layers: string[][] = [
-  ['lib/config.ts', 'lib/durable-dirs.ts', 'lib/net', 'lib/log-limit.ts', 'lib/bulk-turns.ts'],
+  ['package.json', 'lib/config.ts', 'lib/durable-dirs.ts', 'lib/net', 'lib/log-limit.ts', 'lib/bulk-turns.ts'],
   ['certs', 'lib/codec'],
   ['lib/api'],
   ['filters'],

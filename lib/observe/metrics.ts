@@ -9,36 +9,11 @@ import type { Collection } from '../cache/collection.ts'
 import { loggedLines } from '../log-limit.ts'
 import { registerProcessMetrics } from './build-info.ts'
 import { registerScraped, scrapeSources } from './scraped.ts'
+import type { CacheHealth, FilterTally, WatchCacheState } from './scraped.ts'
+export type { CacheHealth, FilterTally, WatchCacheState } from './scraped.ts'
 
 /** who answered: an apiserver, the cache, or the hub itself (a refusal, a Lease acknowledged offline, a 413) */
 export type Source = 'cloud' | 'cache' | 'hub'
-
-/** What one response filter did so far (filters/registry.ts keeps the counts). */
-export interface FilterTally {
-  name: string
-  ran: number
-  changed: number
-  dropped: number
-  failed: number
-}
-
-/** How well the cache keeps its promise: failed writes (retried), objects not on disk yet, bodies lost, answers refused. */
-export interface CacheHealth {
-  writeFailures: number
-  unsaved: number
-  lost: number
-  /** the disk cache is in use at all (the cache dir could be locked and written at start) */
-  enabled: boolean
-  /** everything memory holds is on disk */
-  durable: boolean
-  /** scopes whose cached lists are refused offline until listed whole again */
-  incomplete: number
-  /** answers not kept: of another kind than their resource's, or too large for the disk */
-  rejectedKind: number
-  tooLarge: number
-  /** lists older than what their scope had seen: the apiserver's history went back */
-  newHistories: number
-}
 
 /** What the proxy tells about each request: when it ends, and while a watch is open. */
 export interface RequestObserver {
@@ -55,16 +30,6 @@ export interface RequestObserver {
 
 /** past --max-watch-backlog, or nothing taken for --stall-timeout */
 export type SlowClientEnd = 'backlog' | 'stalled'
-
-/** What the shared watch caches say of themselves (lib/watch/watch-caches.ts describe()). */
-export interface WatchCacheState {
-  resource: string
-  scope: string
-  format: string
-  watchers: number
-  replayed: number
-  expired: number
-}
 
 export interface Metrics extends RequestObserver, WatchCacheObserver, PoolObserver {
   registry: Registry

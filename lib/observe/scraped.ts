@@ -5,7 +5,43 @@ import { Counter, Gauge } from 'prom-client'
 import type { Registry } from 'prom-client'
 import { resourceDirName } from '../cache/types.ts'
 import type { Collection } from '../cache/collection.ts'
-import type { CacheHealth, FilterTally, WatchCacheState } from './metrics.ts'
+
+/** What one response filter did so far (filters/registry.ts keeps the counts). */
+export interface FilterTally {
+  name: string
+  ran: number
+  changed: number
+  dropped: number
+  failed: number
+}
+
+/** How well the cache keeps its promise: failed writes (retried), objects not on disk yet, bodies lost, answers refused. */
+export interface CacheHealth {
+  writeFailures: number
+  unsaved: number
+  lost: number
+  /** the disk cache is in use at all (the cache dir could be locked and written at start) */
+  enabled: boolean
+  /** everything memory holds is on disk */
+  durable: boolean
+  /** scopes whose cached lists are refused offline until listed whole again */
+  incomplete: number
+  /** answers not kept: of another kind than their resource's, or too large for the disk */
+  rejectedKind: number
+  tooLarge: number
+  /** lists older than what their scope had seen: the apiserver's history went back */
+  newHistories: number
+}
+
+/** What the shared watch caches say of themselves (lib/watch/watch-caches.ts describe()). */
+export interface WatchCacheState {
+  resource: string
+  scope: string
+  format: string
+  watchers: number
+  replayed: number
+  expired: number
+}
 
 /** Where the scraped series read from; set (and reset) by observeCache, observeFilters, observeWatchCaches. */
 export interface ScrapeSources {
