@@ -136,7 +136,7 @@ async function startHubIn(t: Test, nss: Namespaces, server: string, dir: string,
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
     await exited
   })
-  await eventually(async () => (await admin(nss, '/v1/healthz')).stdout === 'ok', 60_000, 'the hub to serve its admin port')
+  await eventually(async () => (await admin(nss, '/v1/healthz')).stdout.trim() === 'ok', 60_000, 'the hub to serve its admin port')
   return { child, stop }
 }
 
