@@ -326,8 +326,10 @@ t.test('a damaged cache journal is reported (log and metric); lists it may have 
   const second = await startHarness({ config: { cacheDir } })
   t.teardown(() => second.close())
   await goDark(second)
-  const metrics = await (await request(`${second.hub.adminUrl}/metrics`)).body.text()
-  t.match(metrics, /^outpost_cache_load_errors_total 1$/m, 'the damaged journal is counted')
+  // the hub serves while its cache loads: the count is set once the load is done
+  const scrape = async () => (await request(`${second.hub.adminUrl}/metrics`)).body.text()
+  await eventually(async () => !second.hub.store.loading && /^outpost_cache_loaded_objects [1-9]/m.test(await scrape()), 10_000, 'the load to finish')
+  t.match(await scrape(), /^outpost_cache_load_errors_total 1$/m, 'the damaged journal is counted')
   const list = await getJson(`${second.url}/api/v1/namespaces/default/configmaps`)
   t.equal(list.status, 503, 'a list that may miss what came after the damage is not passed off as whole')
   t.match(list.body.message, /the hub's copy of configmaps in namespace default is incomplete, .*its cache file was damaged/)
