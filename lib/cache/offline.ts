@@ -114,26 +114,36 @@ function choose({ info, accept, reason }: OfflineRead, items: CachedObject[], so
   )
 }
 
+/**
+ * The freshest copy of one object among the collections (the client's own first among equals):
+ * newest wins. Throws LostObjectError when a copy's body cannot be read.
+ */
+export async function freshestCopy(
+  store: CacheStore,
+  candidates: readonly Collection[],
+  namespace: string,
+  name: string,
+): Promise<{ object: CachedObject; source: Collection } | undefined> {
+  let best: { object: CachedObject; source: Collection } | undefined
+  for (const source of candidates) {
+    const object = await store.get(source.key, namespace, name)
+    if (object && (!best || numericVersion(object.resourceVersion) > numericVersion(best.object.resourceVersion))) best = { object, source }
+  }
+  return best
+}
+
 /** A get, answered from the freshest copy any component holds. */
 export async function getFromCache(read: OfflineRead): Promise<Answer> {
   const { store, info, filter } = read
   const candidates = await store.candidates(resourceKeyOf(info))
-  let object: CachedObject | undefined
-  let source: Collection | undefined
+  let found
   try {
-    // the freshest copy any component holds (the client's own first among equals): newest wins
-    for (const c of candidates) {
-      const found = await store.get(c.key, info.namespace, info.name)
-      if (!found) continue
-      if (!object || numericVersion(found.resourceVersion) > numericVersion(object.resourceVersion)) {
-        object = found
-        source = c
-      }
-    }
+    found = await freshestCopy(store, candidates, info.namespace, info.name)
   } catch (error) {
     if (error instanceof LostObjectError) return lostStatus(read, error)
     throw error
   }
+  const { object, source } = found ?? {}
   if (!object || !source) {
     // "not found" is the cache's to say only where a whole list would have held the object
     const scope = scopeOfName(info.namespace, info.name)

@@ -8,7 +8,7 @@ import { LostObjectError } from '../cache/store.ts'
 import { asJson } from '../cache/translate.ts'
 import { resourceKeyOf } from '../cache/types.ts'
 import type { CachedObject } from '../cache/types.ts'
-import { numericVersion } from '../cache/versions.ts'
+import { freshestCopy } from '../cache/offline.ts'
 import { localPodOf, statusAfterWrite } from './pod-status.ts'
 import type { PodJson } from './pod-status.ts'
 import type { PodOverlay } from './pod-overlay.ts'
@@ -58,17 +58,11 @@ export class StatusLearner {
   /** The freshest copy of the pod any component cached. */
   private async cachedPod(info: RequestInfo): Promise<CachedObject | undefined | 'lost'> {
     const { store } = this.options
-    const key = resourceKeyOf(info)
-    let newest: CachedObject | undefined
     try {
-      for (const c of await store.candidates(key)) {
-        const found = await store.get(c.key, info.namespace, info.name)
-        if (found && (!newest || numericVersion(found.resourceVersion) > numericVersion(newest.resourceVersion))) newest = found
-      }
+      return (await freshestCopy(store, await store.candidates(resourceKeyOf(info)), info.namespace, info.name))?.object
     } catch (error) {
       if (error instanceof LostObjectError) return 'lost'
       throw error
     }
-    return newest
   }
 }

@@ -14,6 +14,7 @@ import { EventEmitter } from 'node:events'
 import type { Logger } from 'pino'
 import type { LocalEndpointsInput, LocalPod } from '../../filters/local-pod.ts'
 import { overlayVerdict } from './verdict.ts'
+import { mayNameOverlaidPod } from '../../filters/localendpoints.ts'
 import type { Observation } from './verdict.ts'
 
 export const overlayStateName = 'pod-overlay'
@@ -164,7 +165,7 @@ export class PodOverlay extends EventEmitter {
     if (entry && samePod(entry.pod, pod)) return this.unsaved ? this.save() : Promise.resolve()
     if (!entry && this.entries.size >= maxOverlaidPods) throw new Error(`the overlay holds ${maxOverlaidPods} pods already`)
     const at = this.now()
-    this.change(() => {
+    this.change([pod], () => {
       this.entries.set(key, { pod, was: entry?.was ?? cloudIps, since: entry?.since ?? at, updated: at, observed: new Map() })
       if (!this.online) this.mintNext()
     })
@@ -257,9 +258,12 @@ export class PodOverlay extends EventEmitter {
       if (!verdict.keep) drop.push([key, verdict.why])
     }
     if (drop.length > 0) {
-      this.change(() => {
-        for (const [key] of drop) this.entries.delete(key)
-      })
+      this.change(
+        drop.map(([key]) => this.entries.get(key)!.pod),
+        () => {
+          for (const [key] of drop) this.entries.delete(key)
+        },
+      )
       for (const [key, why] of drop)
         this.options.log.info({ pod: key, why }, `pod overlay: ${key} follows the cloud again (${why === 'ttl' ? 'TTL ran out' : 'the cloud caught up'})`)
       void this.save().catch(() => {})
@@ -272,20 +276,17 @@ export class PodOverlay extends EventEmitter {
    * pods it changed (a conservative test: an endpoint names its pod in its targetRef).
    */
   affected(): (body: Buffer) => boolean {
-    const names = this.lastChanged
-    return body => names.some(name => body.includes(name))
+    const changed = this.lastChanged
+    return body => mayNameOverlaidPod(body, changed)
   }
 
-  private lastChanged: Buffer[] = []
+  private lastChanged: ReadonlyMap<string, LocalPod> = new Map()
 
-  private change(apply: () => void): void {
+  /** `pods`: the pods the change is about (learned, or let go), whose endpoints may show differently after it. */
+  private change(pods: readonly LocalPod[], apply: () => void): void {
     this.emit('beforechange')
-    const before = new Map(this.entries)
     apply()
-    const changed = new Set<string>()
-    for (const [key, entry] of this.entries) if (before.get(key) !== entry) changed.add(entry.pod.name)
-    for (const [key, entry] of before) if (this.entries.get(key) !== entry) changed.add(entry.pod.name)
-    this.lastChanged = [...changed].map(name => Buffer.from(name))
+    this.lastChanged = new Map(pods.map(pod => [`${pod.namespace}/${pod.name}`, pod]))
     this.current = this.makeInput()
     this.unsaved = true
     this.emit('change')
