@@ -2,7 +2,7 @@
 // ends however it ends: a normal exit, `q`, Ctrl-C or SIGTERM (the shutdown handler's exit), a
 // failed start, or a signal that comes before the hub has installed its handlers. Only a SIGKILL
 // leaves them.
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 
@@ -13,14 +13,33 @@ let hooked = false
 const keysFirst = (names: string[]) => [...names.filter(n => n === 'ca.key'), ...names.filter(n => n !== 'ca.key' && /\.(key|pem)$/.test(n))]
 
 /** Keys first: were the removal cut short, a key is not what is left. */
-export function removeDemoDirs(): void {
-  for (const dir of made.splice(0)) {
-    try {
-      for (const name of keysFirst(readdirSync(dir))) rmSync(path.join(dir, name), { force: true })
-    } catch {
-      // gone already, or not readable: the rm below says no more
-    }
+function remove(dir: string): void {
+  try {
+    for (const name of keysFirst(readdirSync(dir))) rmSync(path.join(dir, name), { force: true })
+  } catch {
+    // gone already, or not readable: the rm below says no more
+  }
+  try {
     rmSync(dir, { recursive: true, force: true })
+  } catch {
+    // ENOTEMPTY: a file landed during the rm; the next round takes it
+  }
+}
+
+const settleMs = 25
+const sleepSync = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
+
+/**
+ * Removes the dirs until they stay gone. A process that exits mid-start can have fs work in flight
+ * on libuv's threads (the cache's mkdir -p, a journal being created): it lands after a single rm
+ * and makes the dir again. Blocking here lets those threads finish; they need no event loop.
+ */
+export function removeDemoDirs(): void {
+  const dirs = made.splice(0)
+  for (let round = 0; round < 20 && dirs.length > 0; round++) {
+    for (const dir of dirs) remove(dir)
+    sleepSync(settleMs)
+    if (!dirs.some(dir => existsSync(dir))) return
   }
 }
 

@@ -218,6 +218,14 @@ export class PoolHubChild {
     return this.output
   }
 
+  /** how it ended, and the error it printed (else its last lines) */
+  get death(): string {
+    const how = this.child.signalCode ? `killed by ${this.child.signalCode}` : `exit code ${this.child.exitCode}`
+    const lines = this.output.split('\n').filter(line => line.trim())
+    const error = lines.find(line => /^\w*Error\b|Error \[|^outpost: |FATAL|"level":(50|60)/.test(line))
+    return `(${how}): ${(error ?? lines.slice(-3).join(' | ')).slice(0, 600) || 'it printed nothing'}`
+  }
+
   get alive(): boolean {
     return this.child.exitCode === null && this.child.signalCode === null
   }

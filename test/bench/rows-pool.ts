@@ -188,9 +188,8 @@ async function runPools(
         own.filter(c => c.version === undefined).map(c => `${node} ${c.userAgent.split('/')[0]} ${c.path}: ${c.problem}`),
       )
       const dead = hubs.filter(h => !h.alive)
-      const crash = dead[0]?.log.split('\n').find(line => /^\w*Error\b|Error \[/.test(line))
       throw new Error(
-        `${missing.length} clients did not list within 120 s (${missing.slice(0, 2).join('; ')}); ${dead.length} hubs exited${crash ? `, ${dead[0].node.name} with ${crash}` : ''}`,
+        `${missing.length} clients did not list within 120 s (${missing.slice(0, 2).join('; ')}); ${dead.length} hubs exited${dead[0] ? `: ${dead[0].node.name} ${dead[0].death}` : ''}`,
       )
     }
     // a change of its own: the Leases' renewals move the cluster's resourceVersion past anything a slice watcher sees
