@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
 import dc from 'node:diagnostics_channel'
 import { once } from 'node:events'
-import { mkdtempSync } from 'node:fs'
+import { appendFileSync, mkdtempSync } from 'node:fs'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import path from 'node:path'
 import { Writable } from 'node:stream'
@@ -162,7 +162,12 @@ export class PoolHubChild {
     readonly proxyUrl: string,
     readonly adminUrl: string,
   ) {
-    const keep = (chunk: Buffer) => (this.output = (this.output + chunk.toString()).slice(-4_000))
+    // BENCH_HUB_LOGS=dir: each hub's whole output in dir/<node>.log, for a run that went wrong
+    const logs = process.env.BENCH_HUB_LOGS
+    const keep = (chunk: Buffer) => {
+      this.output = (this.output + chunk.toString()).slice(-4_000)
+      if (logs) appendFileSync(path.join(logs, `${node.name}.log`), chunk)
+    }
     child.stdout?.on('data', keep)
     child.stderr?.on('data', keep)
     this.exited = once(child, 'exit')

@@ -10,6 +10,7 @@
 //   BENCH_DEBUG=1       the hub's debug log and the simulator's output on this terminal
 //   BENCH_HUB_ARGS      extra flags for every hub started (e.g. "--shared-watches=false")
 //   BENCH_HUB_NODE_ARGS node options for the hub's processes (e.g. "--cpu-prof --cpu-prof-dir=/tmp/p")
+//   BENCH_HUB_LOGS=dir  the pool group's hubs write their whole output to dir/<node>.log
 //   BENCH_ONLY=a,b      only these groups (their ids: get list watch watchers memory bundle kill disk
 //                       multiplexer attack fleet pool reboot in-process); the smoke then checks only the rows of those groups
 import { spawnSync } from 'node:child_process'
