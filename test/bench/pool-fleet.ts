@@ -209,8 +209,13 @@ export class PoolHubChild {
     for (;;) {
       if (child.exitCode !== null) throw new Error(`hub ${node.name} exited (${child.exitCode}):\n${hub.output}`)
       if (performance.now() > deadline) throw new Error(`hub ${node.name} did not listen within 60 s:\n${hub.output}`)
-      const ok = await request(`${hub.adminUrl}/v1/healthz`).then(
-        async res => (await res.body.dump(), res.statusCode === 200),
+      // this hub's admin port, not another's: two hubs started at once can be given the same free
+      // port, and the one that lost it exits while the winner answers its health check
+      const ok = await request(`${hub.adminUrl}/debug/topology`).then(
+        async res => {
+          if (res.statusCode !== 200) return (await res.body.dump(), false)
+          return ((await res.body.json().catch(() => ({}))) as { node?: string }).node === node.name
+        },
         () => false,
       )
       if (ok) return hub
