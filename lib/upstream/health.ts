@@ -92,6 +92,10 @@ export class HealthChecker extends EventEmitter {
 
   constructor(options: HealthInit) {
     super()
+    // every read waiting on the apiserver listens for the cloud going down until it is answered
+    // (lib/front/upstream-answerer.ts): --max-requests-inflight bounds them, not Node's leak
+    // heuristic, whose warning at the 11th would tell an operator of a leak that is not there
+    this.setMaxListeners(0)
     this.options = { ...healthDefaults, ...definedOnly(options) } as HealthOptions
     if (options.servers.length === 0) throw new Error('health: at least one apiserver URL is required')
     for (const field of ['intervalMs', 'timeoutMs', 'failuresToDown', 'successesToUp'] as const) {
