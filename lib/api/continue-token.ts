@@ -4,6 +4,7 @@
 // against the cloud can go on against the cache, and the other way round.
 
 export interface ContinueToken {
+  /** the version every page is read at; negative (in the token of a 410 Expired): the latest */
   rv: number
   /** the storage key to start from (inclusive): the last key returned, plus "\u0000" */
   start: string
@@ -25,7 +26,7 @@ export function decodeContinue(token: string): ContinueToken | string {
     return invalid((error as Error).message)
   }
   if (parsed === null || typeof parsed !== 'object' || parsed.v !== 'meta.k8s.io/v1') return invalid('server does not recognize this encoded version')
-  if (!Number.isSafeInteger(parsed.rv) || (parsed.rv as number) <= 0) return invalid('incorrect encoded start resourceVersion (version meta.k8s.io/v1)')
+  if (!Number.isSafeInteger(parsed.rv) || parsed.rv === 0) return invalid('incorrect encoded start resourceVersion (version meta.k8s.io/v1)')
   if (typeof parsed.start !== 'string' || parsed.start === '') return invalid('encoded start key empty (version meta.k8s.io/v1)')
   return { rv: parsed.rv as number, start: parsed.start }
 }

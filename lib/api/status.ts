@@ -12,7 +12,8 @@ export interface StatusDetails {
 export interface Status {
   kind: 'Status'
   apiVersion: 'v1'
-  metadata: Record<string, never>
+  /** a 410 for a too old continue token carries one for the rest of the list at the latest version */
+  metadata: { continue?: string }
   status: 'Failure' | 'Success'
   message: string
   reason: string

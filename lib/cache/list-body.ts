@@ -18,7 +18,10 @@ export interface Page {
   remainingItemCount?: number
 }
 
-/** limit/continue as the apiserver pages (resourceVersion=0 reads the watch cache, which ignores limit). */
+/**
+ * limit/continue as the apiserver pages `items`, the state at `resourceVersion` (a continue token's
+ * own, for pages after the first); a first page at resourceVersion=0 reads the watch cache, which ignores limit.
+ */
 export function paginate(info: RequestInfo, items: CachedObject[], resourceVersion: string, scope: ParsedScope): Page | Status {
   // keys in tokens are relative to the list's own prefix: a namespaced list's are bare names
   const keyOf = (o: CachedObject) => (info.namespace ? o.name : storageKey(o.namespace, o.name))
@@ -31,7 +34,7 @@ export function paginate(info: RequestInfo, items: CachedObject[], resourceVersi
     if (start === -1) start = items.length
   }
   const limit = Number(info.query.get('limit'))
-  if (!(limit > 0) || info.resourceVersion === '0') return { items: items.slice(start), continue: '' }
+  if (!(limit > 0) || (info.resourceVersion === '0' && !token)) return { items: items.slice(start), continue: '' }
   const page = items.slice(start, start + limit)
   const rest = items.length - start - page.length
   if (rest <= 0) return { items: page, continue: '' }

@@ -29,6 +29,7 @@ import { listStatesPresent } from '../api/requestinfo.ts'
 import type { WireFormat } from '../api/wire-format.ts'
 import type { Answer, Reply } from '../api/reply.ts'
 import { listBody, paginate } from './list-body.ts'
+import { listVersionOf, pastExpired } from './list-version.ts'
 
 /** A body from the cache, marked as such (curl -i shows it, and whose copy answered). */
 function cachedReply(contentType: string, body: Buffer | Buffer[] | string, component: string): Reply {
@@ -214,6 +215,8 @@ function versionProblem(info: RequestInfo, held: string): Status | undefined {
 /** A list, answered from the first collection that holds its scope whole. */
 export async function listFromCache(read: OfflineRead): Promise<Answer> {
   const { info, filter } = read
+  const at = listVersionOf(info)
+  if (isStatus(at)) return at
   const scope = scopeOrStatus(info)
   if (isStatus(scope)) return scope
   const whole = await selectWhole(read, scope)
@@ -221,6 +224,8 @@ export async function listFromCache(read: OfflineRead): Promise<Answer> {
   const { collection, resourceVersion } = whole
   const version = versionProblem(info, resourceVersion)
   if (version) return version
+  // every page is of its token's version; the disk holds only its current one (the pod overlay moves it)
+  if (at.kind === 'exact' && at.from === 'continue' && at.version !== numericVersion(resourceVersion)) return pastExpired(info, at)
   if (!collection.kind) return serviceUnavailable(`${read.reason}; the cache holds no object of ${info.resource} to tell its kind, so it cannot name the list`)
   const wanted = choose(read, whole.items, collection)
   if (isStatus(wanted)) return wanted

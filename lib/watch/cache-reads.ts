@@ -1,10 +1,10 @@
 // Lists and watches a shared watch cache answers, as data for lib/front/ to write, with kube-apiserver's resourceVersion
 // semantics: unset or 0 is the cache's state (a watch begins with it as ADDED events, N replays); NotOlderThan N waits (3 s at most) for the cache to
-// reach N; a read of the past at a version other than the cache's is declined (the
-// router tries the next source); limit/continue page the cache's snapshot; until a scope's first list is in, 429
+// reach N; a read of the past (Exact, continue) is rebuilt from the event window or declined (the
+// router tries the next source); limit/continue page that state; until a scope's first list is in, 429
 // with Retry-After, as the apiserver's watch cache answers.
 import type { RequestInfo } from '../api/requestinfo.ts'
-import { listStatesPresent, queryFlag } from '../api/requestinfo.ts'
+import { queryFlag } from '../api/requestinfo.ts'
 import type { WireFormat } from '../api/wire-format.ts'
 import type { Answer } from '../api/reply.ts'
 import type { ResponseFilter } from '../../filters/registry.ts'
@@ -18,6 +18,8 @@ import { describeScope, everything } from '../cache/scope.ts'
 import { selects } from './selection.ts'
 import { fieldSelectorProblem } from '../api/field-selectors.ts'
 import type { WatchCache } from './cache.ts'
+import { pastList } from './past-state.ts'
+import { listVersionOf } from '../cache/list-version.ts'
 import type { WatchCaches } from './watch-caches.ts'
 import type { WatcherOptions } from './watcher.ts'
 
@@ -96,8 +98,15 @@ export async function readWatchCache(
     return answer(failure(429, `the watch cache for ${info.resource} (${describe(info)}) is not initialized yet`, 'TooManyRequests', { retryAfterSeconds: 1 }))
   }
   const wanted = rv === '' || rv === '0' ? 0n : BigInt(rv)
-  // a read of the past (Exact, or a legacy resourceVersion=N with limit) at another version than the cache's
-  if (info.verb === 'list' && !listStatesPresent(info) && wanted !== cache.resourceVersion) return { kind: 'declined', why: 'a read of the past' }
+  // a read of the past (Exact, a legacy resourceVersion=N with limit, a continue token's version): rebuilt from the window (past-state.ts)
+  const listAt = info.verb === 'list' ? listVersionOf(info) : undefined
+  if (listAt && isStatus(listAt)) return answer(listAt)
+  const past =
+    listAt && listAt.kind !== 'state'
+      ? await pastList(cache, info, listAt, online, v => waitFor(() => cache.resourceVersion >= v, online ? 1_000 : 0, cache))
+      : undefined
+  if (past?.kind === 'declined') return past
+  if (past?.kind === 'status') return answer(past.status)
   if (wanted > cache.resourceVersion && !(await waitFor(() => cache.resourceVersion >= wanted, online ? 1_000 : 0, cache))) {
     // Online the version may be real and newer than any event of this resource (a write to another
     // resource moved etcd on: the apiserver's own watch cache asks etcd for progress then); the
@@ -111,7 +120,7 @@ export async function readWatchCache(
     return getFromWatchCache(cache, info, options.filter, cached)
   }
   if (info.verb === 'list') {
-    const snapshot = cache.snapshot()
+    const snapshot = past ?? cache.snapshot()
     const { resourceVersion } = snapshot
     const items = selection ? snapshot.items.filter(object => selects(selection, object)) : snapshot.items
     const page = paginate(info, items, resourceVersion.toString(), scope)

@@ -70,6 +70,8 @@ export class WatchCache implements ReflectorSink {
   resourceVersion = 0n
   /** the oldest version a watch can resume from (events after it are in the window) */
   private oldest = 0n
+  /** the last list's version: a relist's events say what changed since the cache's version, not when, so states before it are not known exactly */
+  private listedAt = 0n
   private readonly window: EventWindow<CacheEvent>
   readonly listeners = new Set<CacheListener>()
   private syncedResolve!: () => void
@@ -162,6 +164,7 @@ export class WatchCache implements ReflectorSink {
       if (!first) await written
       this.objects.clear()
       for (const object of items) this.objects.set(idOf(object), object)
+      this.listedAt = listVersion
       if (newHistory) return this.restart(listVersion)
       if (listVersion > this.applied) this.applied = listVersion
       if (first) {
@@ -327,6 +330,11 @@ export class WatchCache implements ReflectorSink {
   snapshot(): { items: CachedObject[]; resourceVersion: bigint } {
     const items = [...this.objects.values()].sort((a, b) => (idOf(a) < idOf(b) ? -1 : idOf(a) > idOf(b) ? 1 : 0))
     return { items, resourceVersion: this.resourceVersion }
+  }
+
+  /** the oldest version whose state the cache can rebuild exactly from its objects and window */
+  get exactSince(): bigint {
+    return this.oldest > this.listedAt ? this.oldest : this.listedAt
   }
 
   /** The events after `version`, or 'expired' when the window no longer reaches back that far. */
