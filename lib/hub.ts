@@ -75,6 +75,8 @@ export interface StartOptions {
   cacheBookmarkIntervalMs?: number
   /** how often credential and certificate files are re-read, and pending CSRs polled (tests: fast) */
   timing?: { reloadIntervalMs?: number; csrPollIntervalMs?: number }
+  /** events each shared watch cache keeps for resumed watches and reads of the past (default 4,096; tests: small) */
+  watchCacheWindow?: number
   /** the OutpostAutonomy writer's pace (tests: fast) */
   autonomy?: { settleMs?: number; minIntervalMs?: number; tickMs?: number }
 }
@@ -258,6 +260,7 @@ async function startWithCache(
     poolSource,
     poolResources: poolWideResources(config.sharedResources),
     maxListBytes: config.maxListBytes,
+    windowSize: options.watchCacheWindow,
   })
   metrics.observeWatchCaches(() => watchCaches.describe())
   // what a filtered watch was shown is worked out before anything the filters read changes: the
