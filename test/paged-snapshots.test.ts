@@ -198,3 +198,36 @@ t.test('a version the window no longer reaches: online the apiserver answers, of
     )
   }
 })
+
+t.test('offline from the disk cache: a token of another version than the cached list’s is 410, never a list of another version', async t => {
+  const h = await startHarness()
+  t.teardown(() => h.close())
+  const kubelet = { 'user-agent': 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89', accept: 'application/json' }
+  const base = `${h.url}/api/v1/namespaces/default/configmaps`
+  const list = async (query: string) => {
+    const res = await request(`${base}?${query}`, { headers: kubelet })
+    return { status: res.statusCode, body: (await res.body.json()) as any }
+  }
+  const readAll = async () => {
+    const first = await list('limit=2')
+    for (let token = first.body.metadata.continue; token;) token = (await list(`limit=2&continue=${token}`)).body.metadata.continue
+    return first.body.metadata.continue as string
+  }
+  for (let i = 0; i < 5; i++) h.simulator.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `cm-${i}`, namespace: 'default' } })
+  const older = await readAll()
+  h.simulator.remove('v1', 'ConfigMap', 'default', 'cm-3')
+  const newer = await readAll() // the disk now holds the list at the newer version
+  await goDark(h)
+
+  const stale = await list(`limit=2&continue=${older}`)
+  t.equal(stale.status, 410)
+  t.match(stale.body, { reason: 'Expired', message: /^The provided continue parameter is too old/ })
+  const current = await list(`limit=2&continue=${newer}`)
+  t.equal(current.status, 200, 'a token of the cached version pages on')
+  t.same(
+    shown(current.body.items).map(s => s.split('@')[0]),
+    ['cm-2', 'cm-4'],
+  )
+  const exact = await list(`resourceVersion=${JSON.parse(Buffer.from(older, 'base64url').toString()).rv}&resourceVersionMatch=Exact`)
+  t.match(exact, { status: 410, body: { message: 'The resourceVersion for the provided list is too old.' } }, 'an Exact list of the older version')
+})
