@@ -2,6 +2,9 @@
 // version a list reads at with the apiserver's answers to parameters that do not go together
 // (lib/cache/list-version.ts), as tables of cases.
 import t from 'tap'
+import { pino } from 'pino'
+import { WatchCache } from '../lib/watch/cache.ts'
+import { parseScope } from '../lib/cache/scope.ts'
 import { inListOrder, itemsAt, stateBefore } from '../lib/watch/past-state.ts'
 import type { PastSource, UndoableEvent } from '../lib/watch/past-state.ts'
 import { listVersionOf, pastExpired } from '../lib/cache/list-version.ts'
@@ -135,4 +138,42 @@ t.test('410 Expired as the apiserver writes it', async t => {
   const byToken = pastExpired(list(`limit=5&continue=${token(42)}`), { kind: 'exact', version: 42n, from: 'continue' })
   t.match(byToken, { code: 410, reason: 'Expired', message: /^The provided continue parameter is too old to display a consistent list result\./ })
   t.equal(byToken.metadata.continue, token(-1), 'with a token for the rest at the latest version')
+})
+
+t.test('a watch cache’s past: every version from its last list on, until the window drops it; none before a relist', async t => {
+  const log = pino({ level: 'silent' })
+  const scope = parseScope({ namespace: '', labelSelector: '', fieldSelector: '' })
+  const cache = new WatchCache({
+    storeKey: { component: 'shared-json', group: '', version: 'v1', resource: 'services' },
+    scope,
+    format: 'json',
+    log,
+    windowSize: 4,
+  })
+  const settled = () => new Promise(resolve => setImmediate(resolve))
+  await cache.replace([obj('a', 5), obj('b', 6)], '10', 'json', { kind: 'Service', apiVersion: 'v1' })
+  cache.event('ADDED', obj('c', 11))
+  cache.event('MODIFIED', obj('a', 12))
+  cache.event('DELETED', obj('b', 13))
+  await settled()
+  const at = (v: bigint) => {
+    const items = itemsAt(cache, v)
+    return items && show(items)
+  }
+  t.same(at(10n), ['a@5', 'b@6'], 'the list’s own version')
+  t.same(at(11n), ['a@5', 'b@6', 'c@11'])
+  t.same(at(12n), ['a@12', 'b@6', 'c@11'])
+  t.same(at(13n), ['a@12', 'c@11'], 'now')
+  t.equal(at(9n), undefined, 'before the first list')
+  t.equal(at(14n), undefined, 'not reached')
+  cache.event('MODIFIED', obj('c', 14))
+  cache.event('MODIFIED', obj('c', 15))
+  await settled()
+  t.equal(at(10n), undefined, 'the window of 4 dropped the event after 10')
+  t.same(at(11n), ['a@5', 'b@6', 'c@11'], 'the oldest version the window still reaches')
+  // a relist says what changed since 15, not when: nothing between is known
+  await cache.replace([obj('a', 12), obj('c', 15), obj('d', 18)], '20')
+  t.same(at(20n), ['a@12', 'c@15', 'd@18'], 'the relist’s version')
+  t.equal(at(15n), undefined, 'before the relist')
+  t.equal(at(18n), undefined, 'between the old version and the relist’s')
 })
