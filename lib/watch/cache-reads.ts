@@ -101,10 +101,7 @@ export async function readWatchCache(
   // a read of the past (Exact, a legacy resourceVersion=N with limit, a continue token's version): rebuilt from the window (past-state.ts)
   const listAt = info.verb === 'list' ? listVersionOf(info) : undefined
   if (listAt && isStatus(listAt)) return answer(listAt)
-  const past =
-    listAt && listAt.kind !== 'state'
-      ? await pastList(cache, info, listAt, online, v => waitFor(() => cache.resourceVersion >= v, online ? 1_000 : 0, cache))
-      : undefined
+  const past = listAt && listAt.kind !== 'state' ? pastList(cache, info, listAt, online) : undefined
   if (past?.kind === 'declined') return past
   if (past?.kind === 'status') return answer(past.status)
   if (wanted > cache.resourceVersion && !(await waitFor(() => cache.resourceVersion >= wanted, online ? 1_000 : 0, cache))) {

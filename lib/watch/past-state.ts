@@ -56,22 +56,17 @@ export type PastList =
   { kind: 'items'; items: CachedObject[]; resourceVersion: bigint } | { kind: 'declined'; why: string } | { kind: 'status'; status: Status }
 
 /**
- * The objects of a list that reads the past (or the latest, for a 410's token), from a watch cache;
- * `reach` waits (bounded) for the cache to reach a version and tells whether it did.
+ * The objects of a list that reads the past (or the latest, for a 410's token), from a watch cache.
+ * A version the cache has not reached came from the apiserver (a page it answered, a version of
+ * another resource): online it is asked at once, as waiting could last until the next BOOKMARK.
  */
-export async function pastList(
-  cache: PastSource,
-  info: RequestInfo,
-  at: Exclude<ListVersion, { kind: 'state' }>,
-  online: boolean,
-  reach: (version: bigint) => Promise<boolean>,
-): Promise<PastList> {
+export function pastList(cache: PastSource, info: RequestInfo, at: Exclude<ListVersion, { kind: 'state' }>, online: boolean): PastList {
   if (at.kind === 'latest') {
     // online the latest is the apiserver's to say (a consistent read); offline it is what the cache holds
     if (online) return { kind: 'declined', why: 'a continue token for the latest version' }
     return { kind: 'items', items: inListOrder(cache.objects), resourceVersion: cache.resourceVersion }
   }
-  if (at.version > cache.resourceVersion && !(await reach(at.version))) {
+  if (at.version > cache.resourceVersion) {
     if (online) return { kind: 'declined', why: `a read at ${at.version}, which the watch cache (at ${cache.resourceVersion}) has not reached` }
     if (at.from === 'continue') return { kind: 'status', status: pastExpired(info, at) }
     return { kind: 'status', status: tooLargeResourceVersion(at.version, cache.resourceVersion) }
