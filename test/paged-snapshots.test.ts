@@ -9,6 +9,7 @@ import { request } from 'undici'
 import { startHarness, eventually, goDark } from './helpers/hub.ts'
 import type { Harness } from './helpers/hub.ts'
 import { kubeConfigFor } from './helpers/clients.ts'
+import { decodeBody } from '../lib/codec/typed.ts'
 
 const kubeProxy = 'kube-proxy/v1.24.0+0 (linux/amd64) kubernetes/2cc6ddc'
 const ns = 'paged'
@@ -41,15 +42,15 @@ const pageOf = (body: any) => ({
 })
 
 /** The apiserver's own pages at version `rv` (a legacy resourceVersion=N with limit reads exactly N). */
-async function simulatorPages(h: Harness, rv: string, limit: number) {
+async function simulatorPages(h: Harness, rv: string, limit: number, selector = '') {
   const pages = []
-  let query = `limit=${limit}&resourceVersion=${rv}`
+  let query = `limit=${limit}&resourceVersion=${rv}${selector}`
   for (;;) {
     const { status, body } = await get(h.simulator.url, query)
     if (status !== 200) throw new Error(`the simulator answered ${status}: ${body.message}`)
     pages.push(pageOf(body))
     if (!body.metadata.continue) return pages
-    query = `limit=${limit}&continue=${body.metadata.continue}`
+    query = `limit=${limit}&continue=${body.metadata.continue}${selector}`
   }
 }
 
@@ -113,6 +114,31 @@ t.test('a paged list read while objects change is one snapshot: the apiserver’
     pages.flatMap(p => p.items),
     'and the pages',
   )
+})
+
+t.test('paged with a label selector, and in protobuf: the same snapshot', async t => {
+  const h = await seeded()
+  t.teardown(() => h.close())
+  const selector = `&labelSelector=${encodeURIComponent('!service.kubernetes.io/headless')}`
+  const first = await get(h.url, `limit=5${selector}`)
+  const rv = first.body.metadata.resourceVersion
+  h.simulator.remove('v1', 'Service', ns, 's06')
+  h.simulator.create(service('s06a'))
+  await caughtUp(h)
+  const pages = [pageOf(first.body)]
+  for (let token = first.body.metadata.continue; token;) {
+    const next = await get(h.url, `limit=5&continue=${token}${selector}`)
+    pages.push(pageOf(next.body))
+    token = next.body.metadata.continue
+  }
+  t.same(pages, await simulatorPages(h, rv, 5, selector), 'as the apiserver pages a selected list (no remainingItemCount)')
+  t.equal(pages[0].remainingItemCount, undefined)
+
+  const res = await request(`${h.url}${path}?limit=5&continue=${first.body.metadata.continue}`, {
+    headers: { 'user-agent': kubeProxy, accept: 'application/vnd.kubernetes.protobuf' },
+  })
+  const decoded = decodeBody(Buffer.from(await res.body.arrayBuffer())) as any
+  t.same(pageOf(decoded), (await simulatorPages(h, rv, 5))[1], 'a protobuf page at the token’s version')
 })
 
 t.test('@kubernetes/client-node paging with limit/continue while objects change', async t => {
