@@ -31,7 +31,8 @@ export function stateBefore(objects: ReadonlyMap<string, CachedObject>, events: 
 
 /** A state's objects in the apiserver's order (storage keys). */
 export function inListOrder(state: ReadonlyMap<string, CachedObject>): CachedObject[] {
-  return [...state.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, object]) => object)
+  // the default sort compares UTF-16 code units, as `<` does (and the cache's snapshot)
+  return [...state.keys()].sort().map(key => state.get(key)!)
 }
 
 /** What a watch cache offers to rebuild its past. */
