@@ -248,6 +248,13 @@ t.test('offline from the disk cache: a token of another version than the cached 
   const stale = await list(`limit=2&continue=${older}`)
   t.equal(stale.status, 410)
   t.match(stale.body, { reason: 'Expired', message: /^The provided continue parameter is too old/ })
+  const rest = await list(`limit=2&continue=${stale.body.metadata.continue}`)
+  t.equal(rest.status, 200, 'the 410’s own token reads the rest at the latest version')
+  t.same(
+    shown(rest.body.items).map(s => s.split('@')[0]),
+    ['cm-2', 'cm-4'],
+  )
+  t.equal(rest.body.metadata.resourceVersion, JSON.parse(Buffer.from(newer, 'base64url').toString()).rv.toString())
   const current = await list(`limit=2&continue=${newer}`)
   t.equal(current.status, 200, 'a token of the cached version pages on')
   t.same(
@@ -256,4 +263,10 @@ t.test('offline from the disk cache: a token of another version than the cached 
   )
   const exact = await list(`resourceVersion=${JSON.parse(Buffer.from(older, 'base64url').toString()).rv}&resourceVersionMatch=Exact`)
   t.match(exact, { status: 410, body: { message: 'The resourceVersion for the provided list is too old.' } }, 'an Exact list of the older version')
+  const watch = await request(`${base}?watch=true&resourceVersion=abc`, { headers: kubelet })
+  t.match(
+    { status: watch.statusCode, body: await watch.body.json() },
+    { status: 400, body: { reason: 'BadRequest', message: 'invalid resource version "abc"' } },
+    'a watch from a version that is not a number, as the apiserver',
+  )
 })

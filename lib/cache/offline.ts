@@ -278,6 +278,8 @@ export interface OfflineWatchStart {
 
 export async function watchFromCache(read: OfflineRead): Promise<OfflineWatchStart | Status> {
   const { info, filter } = read
+  const rv = info.resourceVersion
+  if (rv !== '' && !/^\d+$/.test(rv)) return failure(400, `invalid resource version "${rv}"`, 'BadRequest')
   const scope = scopeOrStatus(info)
   if (isStatus(scope)) return scope
   const whole = await selectWhole(read, scope)
