@@ -35,12 +35,15 @@ async function protobufReflector(h: Harness, path: string) {
     headers: { 'user-agent': kubeProxy, accept: protobuf },
   })
   const events: string[] = []
+  /** each event's object's version, as a client-go reflector takes its resume point from it */
+  const versions: bigint[] = []
   let open = true
   void (async () => {
     try {
       for await (const frame of pipeline(watch.body, new WatchFrameSplitter('protobuf'), () => {})) {
         const event = decodeWatchFrame(frame as Buffer) as any
         events.push(event.type)
+        versions.push(BigInt(event.object.metadata.resourceVersion))
         if (event.type === 'DELETED') state.delete(event.object.metadata.name)
         else if (event.type !== 'BOOKMARK') state.set(event.object.metadata.name, event.object)
       }
@@ -49,7 +52,7 @@ async function protobufReflector(h: Harness, path: string) {
     }
     open = false
   })()
-  return { contentType: list.headers['content-type'], state, events, isOpen: () => open, stop: () => watch.body.destroy() }
+  return { contentType: list.headers['content-type'], state, events, versions, isOpen: () => open, stop: () => watch.body.destroy() }
 }
 
 function informer(h: Harness, userAgent: string) {
@@ -215,6 +218,8 @@ for (const longOutage of [false, true]) {
     await eventually(() => have([...pb.state.values()]) === want(), 15_000, 'the protobuf client to converge')
     t.ok(pb.events.includes('DELETED') && pb.events.includes('ADDED') && pb.events.includes('MODIFIED'), 'told as ADDED, MODIFIED and DELETED')
     t.ok(pb.isOpen(), 'on the same watch')
+    const back = pb.versions.findIndex((v, i) => i > 0 && v < pb.versions[i - 1])
+    t.equal(back, -1, `every event's object carries a version not older than the one before (${pb.events.map((e, i) => `${e}@${pb.versions[i]}`).join(' ')})`)
     t.equal(await lists(), listsBefore, 'no local client listed again')
     if (longOutage) t.ok(hubLists() > hubListsBefore, 'the hub relisted its scope itself')
     else t.equal(hubLists(), hubListsBefore, 'nor did the hub: its watch resumed, and the apiserver replayed what it missed')

@@ -21,6 +21,7 @@ import { apiVersionOf, builtinKind, kindProblem } from '../api/kinds.ts'
 import { isNotOlder, newestOf } from '../cache/versions.ts'
 import type { EventType, ReflectorSink } from './reflector.ts'
 import { EventWindow } from './event-window.ts'
+import { stampedBody } from './stamp.ts'
 import { numericVersion } from '../cache/versions.ts'
 import type { WireFormat } from '../api/wire-format.ts'
 
@@ -57,6 +58,13 @@ export interface WatchCacheOptions {
   windowSize?: number
   /** the values of the resource's selectable fields (spec.nodeName, spec.type, …), kept with each object so selectors are answered without its body */
   selectableFields?(object: CachedObject): Record<string, string> | undefined
+}
+
+/** The object told at `version`: its own bytes when that is its version, else stamped (stamp.ts) */
+function atVersion(object: CachedObject, version: bigint): CachedObject {
+  const rv = version.toString()
+  if (object.resourceVersion === rv) return object
+  return { ...object, resourceVersion: rv, body: stampedBody(object.format, object.body, rv) }
 }
 
 function idOf(object: CachedObject): string {
@@ -228,7 +236,10 @@ export class WatchCache implements ReflectorSink {
       events.push({ type: held ? 'MODIFIED' : 'ADDED', object, resourceVersion: numericVersion(object.resourceVersion), previous: held })
     }
     events.sort((a, b) => (a.resourceVersion < b.resourceVersion ? -1 : a.resourceVersion > b.resourceVersion ? 1 : 0))
-    for (const [id, held] of this.objects) if (!listed.has(id)) events.push({ type: 'DELETED', object: held, resourceVersion: listVersion, previous: held })
+    // a gone object is told at the list's version in the bytes sent too, as the apiserver's DELETED
+    // carries the deletion's revision: a client resumes from the last object's version
+    for (const [id, held] of this.objects)
+      if (!listed.has(id)) events.push({ type: 'DELETED', object: atVersion(held, listVersion), resourceVersion: listVersion, previous: held })
     // versions never go back for a watcher: an object older than the cache's version is told at it
     let floor = this.resourceVersion
     for (const event of events) {
