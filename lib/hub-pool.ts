@@ -80,7 +80,7 @@ export async function startHubPool(parts: HubPoolParts): Promise<HubPool> {
     port: config.poolPort,
     tls: { cert: certificate.cert, key: certificate.key, clientCa: ca },
     access: { resources: new Set(resources), isLeading: () => member?.isLeader ?? false, pool: () => member?.describe().pool ?? '' },
-    watchCaches: new WatchCacheAnswerer({ ...parts.answerer, streams: poolStreams, caches: parts.watchCaches }),
+    watchCaches: new WatchCacheAnswerer({ ...parts.answerer, streams: poolStreams, caches: parts.watchCaches, consistentReads: 'from-memory' }),
     sources: { cloud: { isOnline: parts.isOnline }, watchCaches: parts.watchCaches },
     log,
     observer: parts.observer,

@@ -23,6 +23,12 @@ export interface WatchCacheAnswererOptions {
   /** BOOKMARK period of the watches it serves (default a minute, as the apiserver's) */
   bookmarkIntervalMs?: number
   clientLimits?: ClientLimits
+  /**
+   * 'proven' (the default): a consistent read is answered once the cache is proven to have reached the
+   * apiserver's revision, else relayed. 'from-memory': the pool port's, which has no route to relay to;
+   * its peers prove their own clients' reads against the cloud.
+   */
+  consistentReads?: 'proven' | 'from-memory'
 }
 
 export class WatchCacheAnswerer implements Answerer {
@@ -31,7 +37,8 @@ export class WatchCacheAnswerer implements Answerer {
   async answer(call: Call): Promise<Outcome> {
     const { info, req, res, filter, plan } = call
     const { observer, streams } = this.options
-    const read = await readWatchCache(this.options.caches, info, req.headers.accept, { online: plan.online, filter })
+    const caches = this.options.consistentReads === 'from-memory' ? { cacheFor: this.options.caches.cacheFor.bind(this.options.caches) } : this.options.caches
+    const read = await readWatchCache(caches, info, req.headers.accept, { online: plan.online, filter })
     if (read.kind === 'declined') return declined(read.why)
     if (read.kind === 'answer') {
       if (isStatus(read.answer)) sendStatus(res, read.answer)

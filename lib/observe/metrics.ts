@@ -146,6 +146,12 @@ export function createMetrics(): Metrics {
     labelNames: ['resource', 'format'],
     registers: [registry],
   })
+  const consistentReads = new Counter({
+    name: 'outpost_consistent_reads_total',
+    help: "Consistent reads (no resourceVersion) of a shared watch cache's resource, online: answered from the cache once a probe proved it had reached the apiserver's revision, or relayed; by resource (the shared resources) and outcome (cache, relayed)",
+    labelNames: ['resource', 'outcome'],
+    registers: [registry],
+  })
   const poolReceived = new Counter({
     name: 'outpost_pool_received_bytes_total',
     help: "Bytes the pool-wide watch caches read, from the cloud or from the node pool's leader hub",
@@ -202,6 +208,9 @@ export function createMetrics(): Metrics {
     },
     relisted(resource, format) {
       relists.inc({ resource, format })
+    },
+    consistentRead(resource, outcome) {
+      consistentReads.inc({ resource, outcome })
     },
     received(resource, format, bytes, from) {
       if (from !== 'leader') received.inc({ resource, format }, bytes)

@@ -20,6 +20,8 @@ import { fieldSelectorProblem } from '../api/field-selectors.ts'
 import type { WatchCache } from './cache.ts'
 import { pastList } from './past-state.ts'
 import { listVersionOf } from '../cache/list-version.ts'
+import type { ListVersion } from '../cache/list-version.ts'
+import type { Status } from '../api/status.ts'
 import type { WatchCaches } from './watch-caches.ts'
 import type { WatcherOptions } from './watcher.ts'
 
@@ -66,7 +68,7 @@ const answer = (a: Answer): CacheRead => ({ kind: 'answer', answer: a })
 
 /** A list or watch from the shared watch cache of its scope and format. */
 export async function readWatchCache(
-  caches: Pick<WatchCaches, 'cacheFor'>,
+  caches: Pick<WatchCaches, 'cacheFor'> & Partial<Pick<WatchCaches, 'latestRevision' | 'consistentRead'>>,
   info: RequestInfo,
   accept: string | undefined,
   options: CacheReadOptions,
@@ -104,7 +106,14 @@ export async function readWatchCache(
   const past = listAt && listAt.kind !== 'state' ? pastList(cache, info, listAt, online) : undefined
   if (past?.kind === 'declined') return past
   if (past?.kind === 'status') return answer(past.status)
-  if (wanted > cache.resourceVersion && !(await waitFor(() => cache.resourceVersion >= wanted, online ? 1_000 : 0, cache))) {
+  if (online && isConsistentRead(info, listAt) && caches.latestRevision) {
+    const proof = await proveFresh(cache, caches as Pick<WatchCaches, 'latestRevision'>)
+    caches.consistentRead?.(cache, proof === true ? 'cache' : 'relayed')
+    if (proof !== true) return { kind: 'declined', why: proof }
+  }
+  // a watch from a version the cache has not reached, that the apiserver has: served from the cache, which skips what the client holds
+  const provenAhead = info.verb === 'watch' && online && wanted > cache.resourceVersion && (await reachedByApiserver(cache, caches, wanted))
+  if (!provenAhead && wanted > cache.resourceVersion && !(await waitFor(() => cache.resourceVersion >= wanted, online ? 1_000 : 0, cache))) {
     // Online the version may be real and newer than any event of this resource (a write to another
     // resource moved etcd on: the apiserver's own watch cache asks etcd for progress then); the
     // apiserver knows it, so it answers. Offline nobody can: the apiserver's 504.
@@ -131,6 +140,8 @@ export async function readWatchCache(
   }
   await cache.written()
   const initialEvents = queryFlag(info, 'sendInitialEvents')
+  // sendInitialEvents=false with 0 or unset: "Start at Any" / "Start at Most Recent" (KEP-3157), no state first
+  const noState = info.query.get('sendInitialEvents') === 'false' && (rv === '' || rv === '0')
   return {
     kind: 'watch',
     cache,
@@ -139,11 +150,51 @@ export async function readWatchCache(
       allowBookmarks: queryFlag(info, 'allowWatchBookmarks'),
       selection,
       // unset and 0 both begin with the state as ADDED events (the API's "Get State and Start at Most Recent")
-      from: initialEvents || rv === '0' || rv === '' ? 'state' : wanted,
+      from: noState ? 'now' : initialEvents || rv === '0' || rv === '' ? 'state' : wanted,
       sendInitialEvents: initialEvents,
       timeoutSeconds: Number(info.query.get('timeoutSeconds')) || undefined,
     },
   }
+}
+
+/**
+ * A read that must show every write acknowledged before it began: a list with no resourceVersion
+ * (not a continue token's page, which reads at the token's version), and a watch with none that
+ * sends the state first (legacy "Get State and Start at Most Recent", and WatchList, how informers
+ * start from 1.35). kube-apiserver answers them from etcd, or from its watch cache once proven fresh.
+ */
+export function isConsistentRead(info: RequestInfo, listAt: ListVersion | Status | undefined): boolean {
+  if (info.resourceVersion !== '') return false
+  if (info.verb === 'list') return listAt !== undefined && !isStatus(listAt) && listAt.kind === 'state'
+  return info.verb === 'watch' && info.query.get('sendInitialEvents') !== 'false'
+}
+
+/** Whether the apiserver's current revision (probed) has reached `version`: a version a client was given, not one it made up. */
+async function reachedByApiserver(cache: WatchCache, caches: Partial<Pick<WatchCaches, 'latestRevision'>>, version: bigint): Promise<boolean> {
+  if (!caches.latestRevision) return false
+  try {
+    const proof = await caches.latestRevision(cache)
+    return proof !== undefined && proof.revision >= version
+  } catch {
+    return false
+  }
+}
+
+/**
+ * true once the cache has reached the apiserver's current revision (probed), or why it is not proven:
+ * the read is then relayed, never answered from a cache that may be behind.
+ */
+async function proveFresh(cache: WatchCache, caches: Pick<WatchCaches, 'latestRevision'>): Promise<true | string> {
+  let proof
+  try {
+    proof = await caches.latestRevision(cache)
+  } catch (error) {
+    return `a consistent read, and the apiserver's current revision is not known: ${(error as Error).message}`
+  }
+  if (!proof) return 'a consistent read, and this cache has no proof of freshness'
+  const { revision, waitMs } = proof
+  if (cache.resourceVersion >= revision || (await waitFor(() => cache.resourceVersion >= revision, waitMs, cache))) return true
+  return `a consistent read: the watch cache is at ${cache.resourceVersion}, the apiserver at ${revision}`
 }
 
 /**

@@ -23,6 +23,8 @@ import { covers, everything, parseScope, scopeOf } from '../cache/scope.ts'
 import { selectableFieldValues } from '../cache/selectable-fields.ts'
 import type { WireFormat } from '../api/wire-format.ts'
 import type { SourceSwitch } from '../upstream/source-switch.ts'
+import { RevisionProbe, proofWaitMs } from './freshness.ts'
+import { hubUserAgent } from '../config.ts'
 
 export interface WatchCachesOptions {
   upstream: Upstream
@@ -54,6 +56,8 @@ export interface WatchCacheObserver {
   received(resource: string, format: WireFormat, bytes: number, from?: ReadFrom): void
   /** a list over --max-list-bytes: the cache was given up */
   listOverCap?(reader: 'relay' | 'watch-cache'): void
+  /** a consistent read: answered from the cache once proven fresh, or relayed */
+  consistentRead?(resource: string, outcome: 'cache' | 'relayed'): void
 }
 
 export type ReadFrom = 'cloud' | 'leader'
@@ -92,6 +96,8 @@ interface Entry {
 
 export class WatchCaches {
   private readonly caches = new Map<string, Entry>()
+  /** each cache's consistent-read proof (freshness.ts) */
+  private readonly probes = new WeakMap<WatchCache, RevisionProbe>()
   private readonly sweeper: NodeJS.Timeout
 
   /** the resources whose reflectors read through the pool source */
@@ -254,11 +260,30 @@ export class WatchCaches {
         },
       },
     )
+    // the proof asks the cloud even where the pool's leader feeds the cache: the cloud's revision is what the cache must reach
+    const probe = new RevisionProbe(path, probePath =>
+      options.upstream.request({ method: 'GET', path: probePath, headers: { accept: 'application/json', 'user-agent': hubUserAgent } }),
+    )
+    this.probes.set(cache, probe)
     void this.seedFromDisk(cache, storeKey, scope)
     void reflector.run()
     options.log.debug({ resource, scope: describeScope(scope), format }, 'watch cache started')
     entry.reflector = reflector
     return entry
+  }
+
+  /** The proof a consistent read of `cache` needs: the apiserver's current revision, and how long to wait for the cache to reach it. */
+  async latestRevision(cache: WatchCache): Promise<{ revision: bigint; waitMs: number } | undefined> {
+    const probe = this.probes.get(cache)
+    if (!probe) return undefined
+    const revision = await probe.latest()
+    return { revision, waitMs: proofWaitMs(probe.roundTripMs) }
+  }
+
+  /** Counts a consistent read's outcome, by resource (the shared resources only: bounded). */
+  consistentRead(cache: WatchCache, outcome: 'cache' | 'relayed'): void {
+    const { resource, group } = cache.options.storeKey
+    this.options.observer?.consistentRead?.(group ? `${resource}.${group}` : resource, outcome)
   }
 
   /** Offline, a new cache starts from what the disk holds for its scope, if a whole list of it is there. */

@@ -282,6 +282,11 @@ export class ApiServerSimulator {
     }
   }
 
+  /** Every open watch stalls (no event, no BOOKMARK, never ends) while requests are answered: a watch cache behind, a half-dead stream. */
+  stallWatches(): void {
+    for (const w of this.watches) w.silence()
+  }
+
   /** Cut every open watch mid-stream, as an upstream drop would. */
   dropStreams(): void {
     for (const w of [...this.watches]) w.drop()
