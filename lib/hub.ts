@@ -38,9 +38,12 @@ import { startHubPool } from './hub-pool.ts'
 import type { HubPool } from './hub-pool.ts'
 import { poolWideResources } from './config.ts'
 import { PodOverlay } from './overlay/pod-overlay.ts'
-import type { RealVersions } from './overlay/pod-overlay.ts'
 import { StatusLearner } from './overlay/learn.ts'
-import { resumedUrl } from './overlay/resume.ts'
+import { mintedRead } from './overlay/minted.ts'
+import { failure, isStatus } from './api/status.ts'
+import type { RequestInfo } from './api/requestinfo.ts'
+import { listVersionOf } from './cache/list-version.ts'
+import type { MintedRead } from './overlay/minted.ts'
 import { startAutonomyCondition } from './autonomy/node-condition.ts'
 
 export interface Hub {
@@ -103,18 +106,26 @@ function cacheProblems(store: CacheStore, cacheOff: string | undefined): string[
   return durable ? [] : [`cache not durable (what the cache holds now would not survive a restart): ${why}`]
 }
 
-/** The real versions the cache holds of the endpoint resources: what the pod overlay mints over. */
-function endpointVersions(store: CacheStore): RealVersions {
-  const min: Record<string, bigint> = {}
+/** The highest real version the cache holds of the endpoint resources: what the pod overlay mints over. */
+function endpointVersion(store: CacheStore): bigint {
   let max = 0n
   for (const c of store.all()) {
-    if (c.key.resource !== 'endpointslices' && !(c.key.resource === 'endpoints' && c.key.group === '')) continue
+    if (!isEndpointResource(c.key.group, c.key.resource)) continue
     const rv = BigInt(c.maxResourceVersion())
-    const resource = c.key.resource
-    if (min[resource] === undefined || rv < min[resource]) min[resource] = rv
     if (rv > max) max = rv
   }
-  return { min, max }
+  return max
+}
+
+const isEndpointResource = (group: string, resource: string) =>
+  (group === 'discovery.k8s.io' && resource === 'endpointslices') || (group === '' && resource === 'endpoints')
+
+/** What a read of an endpoint resource at a version the pod overlay minted gets (minted.ts). */
+function mintedReadOf(overlay: PodOverlay, info: RequestInfo): MintedRead {
+  if (info.subresource !== '' || !isEndpointResource(info.apiGroup, info.resource) || !/^\d{1,20}$/.test(info.resourceVersion)) return 'as-is'
+  const at = info.verb === 'list' ? listVersionOf(info) : undefined
+  const exact = at !== undefined && !isStatus(at) && at.kind === 'exact'
+  return mintedRead(info.verb, exact, BigInt(info.resourceVersion), overlay.mintedRange())
 }
 
 function urlOf(address: AddressInfo): string {
@@ -234,7 +245,7 @@ async function startWithCache(
   // before the filters and the HTTPS port: both are made from whether pods can reach the hub on it
   const podAddress = await keepPodAddress({ address: config.podAddress, interfaceName: config.podInterface, log }, podAddressProblem(config))
   const overlay = new PodOverlay({ nodeName: config.nodeName, state: disk, log, ttlMs: config.podOverlayTtlMs })
-  overlay.setRealVersions(() => endpointVersions(store))
+  overlay.setRealVersion(() => endpointVersion(store))
   await overlay.load()
   const filterConfig = {
     enabled: config.filters.filter(name => !config.disabledFilters.includes(name)),
@@ -284,7 +295,13 @@ async function startWithCache(
     const watches = filteredWatches.change(() => filters.invalidate(), overlay.mintedVersion(), overlay.affected())
     log.debug({ pods: overlay.size, watches }, 'pod overlay changed')
   })
-  health.on('change', state => overlay.setOnline(state === 'online'))
+  health.on('change', state => {
+    // the watches told of minted versions would next be told real, older ones: they start again (410) and list from memory
+    const minted = overlay.mintedRange()
+    if (state === 'online' && minted?.offline)
+      filteredWatches.expireSentBeyond(minted.over, 'the cloud is back and this watch was told versions the hub minted offline')
+    overlay.setOnline(state === 'online')
+  })
 
   // each source of answers built once, with what it uses; the router tries them in the plan's order
   const outage = () => (cacheOff ? `${checker.outage()}; ${cacheOff}` : checker.outage())
@@ -302,6 +319,7 @@ async function startWithCache(
             observer: metrics,
             bookmarkIntervalMs: options.cacheBookmarkIntervalMs,
             clientLimits,
+            mintedRead: info => mintedReadOf(overlay, info),
           })
         : undefined,
       upstream: new UpstreamAnswerer({
@@ -338,7 +356,10 @@ async function startWithCache(
     },
     log,
     observer: metrics,
-    resumeUrl: url => resumedUrl(url, (resource, rv) => overlay.resumeVersion(resource, rv)),
+    versionProblem: info =>
+      mintedReadOf(overlay, info) === 'expired'
+        ? failure(410, `too old resource version: ${info.resourceVersion} (a version this hub minted offline: list again)`, 'Expired')
+        : undefined,
     body: { maxBytes: config.maxRequestBytes, idleMs: config.headerTimeoutMs, budget: new BodyBudget(defaultBodyBudgetBytes) },
   })
   const limits = { headerTimeoutMs: config.headerTimeoutMs, idleTimeoutMs: config.idleTimeoutMs }

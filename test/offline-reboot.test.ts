@@ -196,4 +196,31 @@ t.test('after a reboot offline, the node endpoints follow what kubelet writes; b
   )
   t.same(resumed.seen(), offlineView, 'the cloud state, the same addresses')
   t.equal(resumed.lists(), 1, 'the informer never relisted')
+
+  // versions: a minted one is never sent to the apiserver, and a real one is never changed
+  const minted = overlay.mintedVersions
+  t.ok(minted && BigInt(minted.top) > BigInt(minted.over), `versions were minted offline (${JSON.stringify(minted)})`)
+  const fromMinted = await request(`${hub.url}${slicesPath}?watch=1&resourceVersion=${minted.top}`, { headers: { 'user-agent': kubeProxy } })
+  const expired = (await fromMinted.body.json()) as any
+  t.same([fromMinted.statusCode, expired.reason], [410, 'Expired'], 'online, a watch from a minted version is told to start again')
+  t.equal(
+    sim.countRequests(r => r.query.resourceVersion === minted.top),
+    0,
+    'the apiserver never heard of the minted version',
+  )
+  const real = minted.over // a real version, inside what the old resume step rewrote
+  for (const path of [
+    `${slicesPath}?watch=1&resourceVersion=${real}&timeoutSeconds=1`,
+    `${slicesPath}?resourceVersion=${real}&resourceVersionMatch=Exact`,
+    `/api/v1/namespaces/endpoints?resourceVersion=${real}`,
+  ]) {
+    const before = sim.countRequests(r => r.query.resourceVersion === real)
+    const res = await request(`${hub.url}${path}`, { headers: { 'user-agent': 'kubectl/v1.24.0 (linux/amd64) kubernetes/abc', authorization: 'Bearer x' } })
+    await res.body.dump()
+    t.equal(
+      sim.countRequests(r => r.query.resourceVersion === real),
+      before + 1,
+      `${path}: relayed with its own version`,
+    )
+  }
 })

@@ -7,7 +7,8 @@ import { overlayVerdict } from '../lib/overlay/verdict.ts'
 import type { OverlayFacts } from '../lib/overlay/verdict.ts'
 import { PodOverlay } from '../lib/overlay/pod-overlay.ts'
 import type { OverlayState } from '../lib/overlay/pod-overlay.ts'
-import { resumedUrl } from '../lib/overlay/resume.ts'
+import { mintedRead } from '../lib/overlay/minted.ts'
+import type { MintedRange, MintedRead } from '../lib/overlay/minted.ts'
 import type { LocalPod } from '../filters/local-pod.ts'
 
 const log = pino({ level: 'silent' })
@@ -53,26 +54,28 @@ t.test('when an overlaid pod follows the cloud again', async t => {
   }
 })
 
-t.test('a resume from a minted version starts at the real version under it; nothing else is touched', async t => {
-  const resume = (_: string, rv: string) => (BigInt(rv) > 100n && BigInt(rv) <= 103n ? '100' : undefined)
-  const cases: [string, string][] = [
-    [
-      '/apis/discovery.k8s.io/v1/endpointslices?watch=1&resourceVersion=102&allowWatchBookmarks=true',
-      '/apis/discovery.k8s.io/v1/endpointslices?watch=1&resourceVersion=100&allowWatchBookmarks=true',
-    ],
-    ['/api/v1/namespaces/shop/endpoints?resourceVersion=103', '/api/v1/namespaces/shop/endpoints?resourceVersion=100'],
-    ['/apis/discovery.k8s.io/v1/endpointslices?resourceVersion=104', '/apis/discovery.k8s.io/v1/endpointslices?resourceVersion=104'],
-    ['/apis/discovery.k8s.io/v1/endpointslices?resourceVersion=100', '/apis/discovery.k8s.io/v1/endpointslices?resourceVersion=100'],
-    ['/api/v1/pods?resourceVersion=102', '/api/v1/pods?resourceVersion=102'],
-    ['/api/v1/namespaces/endpoints/pods?resourceVersion=102', '/api/v1/namespaces/endpoints/pods?resourceVersion=102'],
-    [
-      '/apis/discovery.k8s.io/v1/endpointslices?resourceVersionMatch=NotOlderThan&resourceVersion=101',
-      '/apis/discovery.k8s.io/v1/endpointslices?resourceVersionMatch=NotOlderThan&resourceVersion=100',
-    ],
-    ['/apis/discovery.k8s.io/v1/endpointslices?resourceVersion=abc', '/apis/discovery.k8s.io/v1/endpointslices?resourceVersion=abc'],
-  ]
-  for (const [url, want] of cases) t.equal(resumedUrl(url, resume), want, url)
-})
+t.test(
+  'a read carrying a minted version: 410 where the hub cannot answer it exactly, the current state where it can; a real version is always as it is',
+  async t => {
+    const offline: MintedRange = { over: 100n, top: 103n, offline: true }
+    const back: MintedRange = { ...offline, offline: false }
+    const cases: [string, string, boolean, bigint, MintedRange | undefined, MintedRead][] = [
+      ['no range', 'watch', false, 102n, undefined, 'as-is'],
+      ['a real version below the range', 'watch', false, 100n, offline, 'as-is'],
+      ['a real version above the range', 'watch', false, 104n, offline, 'as-is'],
+      ['a real version below, online', 'list', true, 50n, back, 'as-is'],
+      ['offline, a watch from the newest minted version: from now', 'watch', false, 103n, offline, 'now'],
+      ['offline, a watch from an older minted version: start again', 'watch', false, 101n, offline, 'expired'],
+      ['online, a watch from any minted version: start again', 'watch', false, 103n, back, 'expired'],
+      ['an Exact list at a minted version: start again', 'list', true, 102n, offline, 'expired'],
+      ['an Exact list at a minted version online: start again', 'list', true, 102n, back, 'expired'],
+      ['offline, a list not older than a minted version: the current state', 'list', false, 102n, offline, 'state'],
+      ['online, a list not older than a minted version: the apiserver answers it as it is', 'list', false, 102n, back, 'as-is'],
+      ['offline, a get at a minted version: the current state', 'get', false, 103n, offline, 'state'],
+    ]
+    for (const [name, verb, exact, version, range, want] of cases) t.equal(mintedRead(verb, exact, version, range), want, name)
+  },
+)
 
 function memoryState(): OverlayState & { saved: unknown; writes: number } {
   const state = {
@@ -121,25 +124,29 @@ t.test('learned pods are on disk before learn() resolves, and a restart reads th
   t.same(again.describe().pods.find(p => p.pod === 'shop/p3')?.was, ['10.1.0.3'], 'with the address the cloud had')
 })
 
-t.test('offline, each change mints a version above every real one; a client holding one resumes below them', async t => {
-  const overlay = new PodOverlay({ nodeName: 'n1', state: memoryState(), log, ttlMs: 60_000 })
-  overlay.setRealVersions(() => ({ min: { endpointslices: 90n, endpoints: 60n }, max: 120n }))
+t.test('offline, each change mints a version above every real one, and the range is kept exactly', async t => {
+  let now = 0
+  const state = memoryState()
+  const overlay = new PodOverlay({ nodeName: 'n1', state, log, ttlMs: 60_000, now: () => now })
+  overlay.setRealVersion(() => 120n)
   overlay.setOnline(false)
   t.equal(overlay.mintedVersion(), undefined, 'nothing minted before a change')
   await overlay.learn(pod('a', ['10.0.0.1']), ['10.1.0.1'])
   t.equal(overlay.mintedVersion(), 121n)
   await overlay.learn(pod('a', ['10.0.0.1'], false), ['10.1.0.1'])
   t.equal(overlay.mintedVersion(), 122n, 'a second change of the same pod: another version')
-  t.equal(overlay.resumeVersion('endpointslices', '122'), '90', 'a minted version resumes from the lowest real one under it')
-  t.equal(overlay.resumeVersion('endpointslices', '121'), '90')
-  t.equal(overlay.resumeVersion('endpointslices', '120'), '90', 'so does a real one inside the range (a superset of events is safe)')
-  t.equal(overlay.resumeVersion('endpointslices', '90'), undefined)
-  t.equal(overlay.resumeVersion('endpointslices', '123'), undefined)
-  t.equal(overlay.resumeVersion('endpoints', '122'), '60', 'each resource resumes from its own lowest real version')
+  t.same(overlay.mintedRange(), { over: 120n, top: 122n, offline: true }, 'the range over the highest real version')
+  const restarted = new PodOverlay({ nodeName: 'n1', state, log, ttlMs: 60_000, now: () => now })
+  await restarted.load()
+  restarted.setOnline(false)
+  t.same(restarted.mintedRange(), { over: 120n, top: 122n, offline: true }, 'kept on disk')
   overlay.setOnline(true)
   t.equal(overlay.mintedVersion(), undefined, 'online nothing is minted')
-  t.equal(overlay.resumeVersion('endpointslices', '122'), '90', 'clients still resume from it once the cloud is back')
+  t.same(overlay.mintedRange(), { over: 120n, top: 122n, offline: false }, 'still told from real versions once the cloud is back')
+  now += 2 * 60 * 60 * 1000
+  t.equal(overlay.mintedRange(), undefined, 'and forgotten an hour after')
   overlay.close()
+  restarted.close()
 })
 
 t.test("online, an entry goes once the cloud's endpoint names the pod's address", async t => {

@@ -20,6 +20,7 @@ import { planRequest } from './plan.ts'
 import type { Route } from './plan.ts'
 import { sendStatus } from './respond.ts'
 import { isStatus } from '../api/status.ts'
+import type { Status } from '../api/status.ts'
 import { bodyBudgetExceeded } from './inflight.ts'
 import type { BodyBudget, InflightLimiter } from './inflight.ts'
 import { ClientGone } from './answerer.ts'
@@ -45,8 +46,8 @@ export interface RouterOptions {
   /** request bodies: at most maxBytes, and no longer than idleMs between chunks */
   /** request bodies: each at most maxBytes; all held at once at most what the budget allows */
   body: { maxBytes: number; idleMs: number; budget?: BodyBudget }
-  /** the URL a request is answered for, when the hub must resume it elsewhere (lib/overlay/resume.ts) */
-  resumeUrl?(url: string): string
+  /** a Status for a request whose resourceVersion the hub must refuse whoever answers (a version it minted: lib/overlay/minted.ts) */
+  versionProblem?(info: RequestInfo): Status | undefined
   /** requests served at once (undefined: no cap, as on the pool port, which caps per peer) */
   limiter?: InflightLimiter
 }
@@ -61,7 +62,6 @@ export class Router {
 
   private async handle(req: IncomingMessage, res: ServerResponse, authenticate: Authenticate | undefined, log: Logger): Promise<void> {
     const started = performance.now()
-    if (this.options.resumeUrl && req.url) req.url = this.options.resumeUrl(req.url)
     const info = classify(req.method ?? 'GET', req.url ?? '/', req.headers['user-agent'])
     let source: Source = 'hub'
     try {
@@ -102,8 +102,9 @@ export class Router {
     }
     if (slot) res.once('close', () => slot.release())
     // what the apiserver answers to this path whoever asks (a bad escape, a watch of nothing): online or not
-    if (info.problem) {
-      sendStatus(res, info.problem)
+    const problem = info.problem ?? this.options.versionProblem?.(info)
+    if (problem) {
+      sendStatus(res, problem)
       return 'hub'
     }
     let body: Buffer | undefined

@@ -2,6 +2,7 @@
 // offline (lib/watch/cache-reads.ts decides; this writes). A read it is not the one to answer (a
 // Table, a read of the past, offline with nothing whole yet) is declined: the next route has it.
 import type { RequestInfo } from '../api/requestinfo.ts'
+import type { MintedRead } from '../overlay/minted.ts'
 import { isStatus } from '../api/status.ts'
 import { readWatchCache } from '../watch/cache-reads.ts'
 import type { WatchCaches } from '../watch/watch-caches.ts'
@@ -29,6 +30,8 @@ export interface WatchCacheAnswererOptions {
    * its peers prove their own clients' reads against the cloud.
    */
   consistentReads?: 'proven' | 'from-memory'
+  /** what a read at a version the pod overlay minted gets (lib/overlay/minted.ts) */
+  mintedRead?(info: RequestInfo): MintedRead
 }
 
 export class WatchCacheAnswerer implements Answerer {
@@ -38,7 +41,7 @@ export class WatchCacheAnswerer implements Answerer {
     const { info, req, res, filter, plan } = call
     const { observer, streams } = this.options
     const caches = this.options.consistentReads === 'from-memory' ? { cacheFor: this.options.caches.cacheFor.bind(this.options.caches) } : this.options.caches
-    const read = await readWatchCache(caches, info, req.headers.accept, { online: plan.online, filter })
+    const read = await readWatchCache(caches, info, req.headers.accept, { online: plan.online, filter, minted: this.options.mintedRead?.(info) })
     if (read.kind === 'declined') return declined(read.why)
     if (read.kind === 'answer') {
       if (isStatus(read.answer)) sendStatus(res, read.answer)

@@ -6,19 +6,21 @@
 // (verdict.ts). It never leaves the node.
 //
 // Versions: an offline watch that tells of a changed endpoint needs a resourceVersion its client
-// does not hold yet (client-node's informer drops a MODIFIED at a version it has). Offline there is
-// no newer real one, so the overlay mints one above every real version of the endpoint resources
-// the hub holds, and remembers the range: a client that later resumes from a minted version is
-// resumed from the real version the range was minted over (resumeVersion), so it misses nothing.
+// does not hold yet (client-go's informer treats a relisted object at the version it holds as a
+// sync, which reaches no handler; client-node's drops such a MODIFIED). Offline there is no newer
+// real one, so the overlay mints one above every real version of the endpoint resources the hub
+// holds, and remembers the range exactly (minted.ts says what a read carrying one gets): no real
+// version is ever changed, and a minted one never goes to the apiserver.
 import { EventEmitter } from 'node:events'
 import type { Logger } from 'pino'
 import type { LocalEndpointsInput, LocalPod } from '../../filters/local-pod.ts'
 import { overlayVerdict } from './verdict.ts'
 import { mayNameOverlaidPod } from '../../filters/localendpoints.ts'
 import type { Observation } from './verdict.ts'
+import type { MintedRange } from './minted.ts'
 
 export const overlayStateName = 'pod-overlay'
-/** how long after the cloud's return a client may still resume from a minted version */
+/** how long after the cloud's return a minted version is still told from a real one */
 const mintedKeptMs = 60 * 60 * 1000
 /** at most this many pods are overlaid (a node runs at most a few hundred) */
 export const maxOverlaidPods = 1024
@@ -34,8 +36,8 @@ interface Entry {
 }
 
 interface Minted {
-  /** per endpoint resource, the real version the range was minted over: a resume from inside the range starts there */
-  base: Record<string, bigint>
+  /** the highest real version of the endpoint resources when the range was minted */
+  over: bigint
   top: bigint
   /** when the cloud came back after the range was minted (ms); undefined while offline */
   until?: number
@@ -43,7 +45,7 @@ interface Minted {
 
 interface StateFile {
   pods: { pod: LocalPod; was: string[]; since: number; updated: number }[]
-  minted?: { base: Record<string, string>; top: string; until?: number }
+  minted?: { over: string; top: string; until?: number }
 }
 
 export interface OverlayState {
@@ -85,14 +87,6 @@ const samePod = (a: LocalPod, b: LocalPod): boolean =>
   a.ips.length === b.ips.length &&
   a.ips.every((ip, i) => ip === b.ips[i])
 
-export interface RealVersions {
-  max: bigint
-  /** by resource (`endpointslices`, `endpoints`) */
-  min: Record<string, bigint>
-}
-
-const printed = (versions: Record<string, bigint>): Record<string, string> => Object.fromEntries(Object.entries(versions).map(([k, v]) => [k, v.toString()]))
-
 const familyOf = (ip: string): string => (ip.includes(':') ? 'IPv6' : 'IPv4')
 
 /** Emits 'beforechange' just before, and 'change' just after, each change of what the filter reads. */
@@ -131,8 +125,7 @@ export class PodOverlay extends EventEmitter {
     }
     if (saved.minted) {
       try {
-        const base = Object.fromEntries(Object.entries(saved.minted.base).map(([resource, v]) => [resource, BigInt(v)]))
-        this.minted = { base, top: BigInt(saved.minted.top), until: saved.minted.until }
+        this.minted = { over: BigInt(saved.minted.over), top: BigInt(saved.minted.top), until: saved.minted.until }
       } catch {
         this.minted = undefined
       }
@@ -188,14 +181,11 @@ export class PodOverlay extends EventEmitter {
     }
   }
 
-  /**
-   * The real versions the hub holds of the endpoint resources: the highest of all (minted versions
-   * go above it), and per resource the lowest (where a client of it resumes from).
-   */
-  private realVersions: () => RealVersions = () => ({ max: 0n, min: {} })
+  /** The highest real version the hub holds of the endpoint resources: minted versions go above it. */
+  private realVersion: () => bigint = () => 0n
 
-  setRealVersions(read: () => RealVersions): void {
-    this.realVersions = read
+  setRealVersion(read: () => bigint): void {
+    this.realVersion = read
   }
 
   /** The newest minted version, if the overlay minted one in this outage. */
@@ -204,25 +194,16 @@ export class PodOverlay extends EventEmitter {
   }
 
   private mintNext(): void {
-    const real = this.realVersions()
-    if (!this.minted || this.minted.until !== undefined || real.max >= this.minted.top) this.minted = { base: { ...real.min }, top: real.max + 1n }
+    const real = this.realVersion()
+    if (!this.minted || this.minted.until !== undefined || real >= this.minted.top) this.minted = { over: real, top: real + 1n }
     else this.minted.top++
   }
 
-  /**
-   * The version a list or watch of an endpoint resource should start from, when the client's is
-   * one the overlay minted; undefined otherwise (the request goes as it is).
-   */
-  resumeVersion(resource: string, rv: string): string | undefined {
+  /** The versions minted, while a client may still hold one (until an hour after the cloud's return). */
+  mintedRange(): MintedRange | undefined {
     const minted = this.minted
-    if (!minted || !/^[0-9]{1,20}$/.test(rv)) return undefined
-    const base = minted.base[resource] ?? 0n
-    if (minted.until !== undefined && this.now() > minted.until) {
-      this.minted = undefined
-      return undefined
-    }
-    const v = BigInt(rv)
-    return v > base && v <= minted.top ? base.toString() : undefined
+    if (minted?.until !== undefined && this.now() > minted.until) this.minted = undefined
+    return this.minted && { over: this.minted.over, top: this.minted.top, offline: this.minted.until === undefined }
   }
 
   private observe(pod: LocalPod, addressType: string, addresses: readonly string[]): void {
@@ -317,14 +298,14 @@ export class PodOverlay extends EventEmitter {
   }
 
   private snapshot(): StateFile {
-    const minted = this.minted ? { base: printed(this.minted.base), top: this.minted.top.toString(), until: this.minted.until } : undefined
+    const minted = this.minted ? { over: this.minted.over.toString(), top: this.minted.top.toString(), until: this.minted.until } : undefined
     return {
       pods: [...this.entries.values()].map(({ pod, was, since, updated }) => ({ pod, was: [...was], since, updated })),
       ...(minted ? { minted } : {}),
     }
   }
 
-  describe(): { pods: OverlaidPod[]; mintedVersions?: { base: Record<string, string>; top: string } } {
+  describe(): { pods: OverlaidPod[]; mintedVersions?: { over: string; top: string } } {
     const iso = (ms: number) => new Date(ms).toISOString()
     return {
       pods: [...this.entries].map(([key, e]) => ({
@@ -338,7 +319,7 @@ export class PodOverlay extends EventEmitter {
         updated: iso(e.updated),
         cloud: Object.fromEntries(e.observed),
       })),
-      ...(this.minted ? { mintedVersions: { base: printed(this.minted.base), top: this.minted.top.toString() } } : {}),
+      ...(this.minted ? { mintedVersions: { over: this.minted.over.toString(), top: this.minted.top.toString() } } : {}),
     }
   }
 

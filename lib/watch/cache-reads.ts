@@ -24,6 +24,7 @@ import type { ListVersion } from '../cache/list-version.ts'
 import type { Status } from '../api/status.ts'
 import type { WatchCaches } from './watch-caches.ts'
 import type { WatcherOptions } from './watcher.ts'
+import type { MintedRead } from '../overlay/minted.ts'
 
 /** What a watch cache makes of a list or watch. */
 export type CacheRead =
@@ -62,6 +63,8 @@ export interface CacheReadOptions {
   filter?: ResponseFilter
   /** how long a request waits for a new scope's first list before a 429 */
   syncWaitMs?: number
+  /** the request's resourceVersion is one the pod overlay minted offline: the current state, or a watch from now (lib/overlay/minted.ts) */
+  minted?: MintedRead
 }
 
 const answer = (a: Answer): CacheRead => ({ kind: 'answer', answer: a })
@@ -99,9 +102,11 @@ export async function readWatchCache(
     if (info.verb === 'get') return { kind: 'declined', why: 'the watch cache is not initialized yet' } // as the apiserver, which reads etcd then
     return answer(failure(429, `the watch cache for ${info.resource} (${describe(info)}) is not initialized yet`, 'TooManyRequests', { retryAfterSeconds: 1 }))
   }
-  const wanted = rv === '' || rv === '0' ? 0n : BigInt(rv)
+  // a minted version is not one the cache's history has: the current state is not older than it
+  const minted = options.minted === 'state' || options.minted === 'now'
+  const wanted = rv === '' || rv === '0' || minted ? 0n : BigInt(rv)
   // a read of the past (Exact, a legacy resourceVersion=N with limit, a continue token's version): rebuilt from the window (past-state.ts)
-  const listAt = info.verb === 'list' ? listVersionOf(info) : undefined
+  const listAt = info.verb !== 'list' ? undefined : minted ? ({ kind: 'state' } as const) : listVersionOf(info)
   if (listAt && isStatus(listAt)) return answer(listAt)
   const past = listAt && listAt.kind !== 'state' ? pastList(cache, info, listAt, online) : undefined
   if (past?.kind === 'declined') return past
@@ -150,7 +155,7 @@ export async function readWatchCache(
       allowBookmarks: queryFlag(info, 'allowWatchBookmarks'),
       selection,
       // unset and 0 both begin with the state as ADDED events (the API's "Get State and Start at Most Recent")
-      from: noState ? 'now' : initialEvents || rv === '0' || rv === '' ? 'state' : wanted,
+      from: noState || options.minted === 'now' ? 'now' : initialEvents || rv === '0' || rv === '' ? 'state' : wanted,
       sendInitialEvents: initialEvents,
       timeoutSeconds: Number(info.query.get('timeoutSeconds')) || undefined,
     },

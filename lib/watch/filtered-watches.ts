@@ -9,6 +9,8 @@ export interface RefilterableWatch {
   settle(): void
   /** what the filters read changed: filter the client's objects again, at their turn (moving the stream to `moveTo` first, when given) */
   refilter(moveTo?: bigint, affects?: (body: Buffer) => boolean): void
+  /** ends the watch with 410 Expired if it was told a version newer than `version`; says whether it did */
+  expireSentBeyond?(version: bigint, why: string): boolean
 }
 
 export class FilteredWatches {
@@ -27,6 +29,13 @@ export class FilteredWatches {
   /** What the filters read is about to change (the topology source says so before every change). */
   settle(): void {
     for (const watch of this.watches) watch.settle()
+  }
+
+  /** Ends with 410 Expired every watch told a version newer than `version` (minted ones); returns how many. */
+  expireSentBeyond(version: bigint, why: string): number {
+    let ended = 0
+    for (const watch of [...this.watches]) if (watch.expireSentBeyond?.(version, why)) ended++
+    return ended
   }
 
   /**

@@ -111,6 +111,11 @@ export class FilteredWatch {
     this.highWater = numericVersion(options.startResourceVersion ?? '')
   }
 
+  /** the newest resourceVersion this stream has delivered (a minted one included) */
+  get sentUpTo(): bigint {
+    return this.highWater
+  }
+
   private track(key: string, source: Source, sent: Buffer | null | undefined): void {
     this.objects.set(key, sent === undefined || sent === source.body ? source : new Tracked(source, sent))
     if (sent === undefined) this.unsettled = true

@@ -189,6 +189,18 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
     setImmediate(() => this.close('expired'))
   }
 
+  expireSentBeyond(version: bigint, why: string): boolean {
+    if (this.closed || this.sentUpTo() <= version) return false
+    this.expire(why)
+    return true
+  }
+
+  /** the newest version the client was told, a re-filter's (minted) included */
+  private sentUpTo(): bigint {
+    const refiltered = this.tracker?.sentUpTo ?? 0n
+    return refiltered > this.delivered ? refiltered : this.delivered
+  }
+
   /** The topology is about to change: what this client was shown is worked out first (FilteredWatch.settle). */
   settle(): void {
     this.tracker?.settle()
@@ -207,7 +219,9 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
 
   private bookmark(): void {
     if (this.closed || this.waiting) return
-    const version = this.cache.resourceVersion > this.delivered ? this.cache.resourceVersion : this.delivered
+    // never below what the client was told (a re-filter's minted version included)
+    const told = this.sentUpTo()
+    const version = this.cache.resourceVersion > told ? this.cache.resourceVersion : told
     this.delivered = version
     this.write([bookmarkFrame(this.format, this.cache.kind, this.cache.apiVersion, version.toString(), false), ...(this.tracker?.advance(version) ?? [])])
   }
