@@ -382,6 +382,17 @@ interface Timed extends Listed {
   cpu: number[]
 }
 
+/** How the hub's consistent reads went so far (outpost_consistent_reads_total), for a row's note. */
+async function consistentOutcomes(hub: HubProcess): Promise<string> {
+  const text = await (await request(`${hub.adminUrl}/metrics`)).body.text()
+  const count = (outcome: string) =>
+    text
+      .split('\n')
+      .filter(line => line.startsWith('outpost_consistent_reads_total{') && line.includes(`outcome="${outcome}"`))
+      .reduce((n, line) => n + Number(line.split(' ').pop()), 0)
+  return `the hub's consistent reads: ${count('cache')} from memory after the proof, ${count('relayed')} relayed (the simulator takes no other writes meanwhile: a real cluster's Lease writes make most of them relayed)`
+}
+
 async function sliceListRows(ctx: Context, hub: HubProcess, rows: Row[]): Promise<void> {
   const what = `LIST ${thousands(ctx.counts.slices)} slices resourceVersion=0`
   const unfilteredPath = '/apis/discovery.k8s.io/v1/endpointslices?limit=500&resourceVersion=0'
@@ -403,10 +414,20 @@ async function sliceListRows(ctx: Context, hub: HubProcess, rows: Row[]): Promis
       path: objects.slicesPath,
       target: false,
     },
+    {
+      id: 'multiplexer.list.consistent.json',
+      who: "a consistent read (no resourceVersion, pages of 500: kubectl, client-go's pager), proven fresh by a limit=1 probe or relayed",
+      userAgent: flanneld,
+      format: 'json' as Format,
+      path: '/apis/discovery.k8s.io/v1/endpointslices?limit=500',
+      target: false,
+      consistent: true,
+    },
   ]
   for (const v of variants) {
     const protobuf = v.format === 'protobuf'
-    const base = { id: v.id, name: `${what} ${label(v.format)}: ${v.who}, hub vs direct`, unit: 'ms', baselineLabel: 'direct', protobuf }
+    const listed = 'consistent' in v ? `LIST ${thousands(ctx.counts.slices)} slices, no resourceVersion,` : what
+    const base = { id: v.id, name: `${listed} ${label(v.format)}: ${v.who}, hub vs direct`, unit: 'ms', baselineLabel: 'direct', protobuf }
     const target = v.target ? `≤ ${targets.listRatio}x` : '—'
     if (protobuf && ctx.noProtobuf) {
       rows.push(naRow(base, 'lower', target, ctx.noProtobuf))
@@ -433,11 +454,12 @@ async function sliceListRows(ctx: Context, hub: HubProcess, rows: Row[]): Promis
         const ms = (r: Timed[]) => median(r.map(x => x.ms))
         const cpu = (r: Timed[]) => [0, 1].map(i => mean(r.map(x => x.cpu[i])).toFixed(0)).join(' / ')
         const size = (l: Listed) => `${(l.bytes / 1e6).toFixed(1)} MB ${l.encoding === 'gzip' ? 'gzip' : 'plain'}`
+        const proofs = 'consistent' in v ? `; ${await consistentOutcomes(hub)}` : ''
         return [
           ratioRow(
             {
               ...base,
-              note: `median of ${ctx.counts.listRounds}, interleaved, request to last byte; direct ${size(runs.direct[0])}, hub ${size(runs.hub[0])}${v.target ? '' : ' (filtered for this node)'}${runs.direct[0].encoding === 'gzip' && runs.hub[0].encoding !== 'gzip' ? " (direct's time includes the simulator's gzip, zlib's default level 6; kube-apiserver gzips at level 1)" : ''}; CPU ms per list (simulator / hub): direct ${cpu(runs.direct)}, hub ${cpu(runs.hub)}`,
+              note: `median of ${ctx.counts.listRounds}, interleaved, request to last byte; direct ${size(runs.direct[0])}, hub ${size(runs.hub[0])}${v.target || 'consistent' in v ? '' : ' (filtered for this node)'}${runs.direct[0].encoding === 'gzip' && runs.hub[0].encoding !== 'gzip' ? " (direct's time includes the simulator's gzip, zlib's default level 6; kube-apiserver gzips at level 1)" : ''}; CPU ms per list (simulator / hub): direct ${cpu(runs.direct)}, hub ${cpu(runs.hub)}${proofs}`,
             },
             ms(runs.direct),
             ms(runs.hub),

@@ -44,6 +44,7 @@ export const expectedRows = [
   'multiplexer.list.unfiltered.json',
   'multiplexer.list.unfiltered.protobuf',
   'multiplexer.list.kube-proxy.protobuf',
+  'multiplexer.list.consistent.json',
   'attack.unread.rss',
   'attack.unread.stalled-fds',
   'attack.unread.get-p99',
