@@ -34,6 +34,8 @@ import type { WatchCaches } from '../lib/watch/watch-caches.ts'
 import { FilteredWatches } from '../lib/watch/filtered-watches.ts'
 import { RememberedLists } from '../lib/watch/remembered-lists.ts'
 import { LiveStreams } from '../lib/watch/streams.ts'
+import { decodeUnknown, listWireParts } from '../lib/codec/protobuf.ts'
+import { fixtureBytes } from './helpers/fixtures.ts'
 
 const log = pino({ level: 'silent' })
 const kubelet = 'kubelet/v1.31.0 (linux/amd64) kubernetes/abc'
@@ -369,6 +371,37 @@ t.test("offline: the node's own Lease renewal is acknowledged with what it sent"
   const other = await send(`${s.base}${path.replace(nodeName, 'edge-2')}`, { method: 'PUT', headers, body: lease('5') })
   t.match(await s.outcomes[3], { kind: 'unavailable', reason: /update leases .*nothing was written$/ })
   t.equal(other.status, marker)
+})
+
+t.test("offline: an object cached in protobuf with a field the hub's schema does not know is never given as a shorter JSON", async t => {
+  const store = memoryStore(t)
+  const node = decodeUnknown(fixtureBytes('get-node-kind-worker2.pb'))
+  // Node field 99, length-delimited: what a newer apiserver would send and this schema has never heard of
+  const newer = Buffer.concat([node.raw, Buffer.from([0x9a, 0x06, 3]), Buffer.from('new')])
+  const list = Buffer.concat(listWireParts('v1', 'NodeList', { resourceVersion: '900', continue: '', items: [newer] }))
+  await new Recorder(store, log).recordListPage(classify('GET', '/api/v1/nodes', kubelet), 'protobuf', list)
+  const s = await serve(t, offlineAnswerer(store), { facts: { online: false } })
+
+  const asJson = await send(`${s.base}/api/v1/nodes/kind-worker2`, { headers: { 'user-agent': 'kubectl/v1.35.0', accept: 'application/json' } })
+  const outcome = (await s.outcomes[0]) as { kind: string; reason: string }
+  t.equal(outcome.kind, 'unavailable', 'a 503, for the router to write')
+  t.match(
+    outcome.reason,
+    /Node kind-worker2 is cached as protobuf with fields the hub's schema does not know \(Node field 99\)/,
+    'naming the object and the field',
+  )
+  t.equal(asJson.status, marker)
+
+  const asProtobuf = await send(`${s.base}/api/v1/nodes/kind-worker2`, { headers: { 'user-agent': kubelet, accept: 'application/vnd.kubernetes.protobuf' } })
+  t.equal(asProtobuf.status, 200, 'in its own format it is served as it is')
+  t.ok(decodeUnknown(asProtobuf.body).raw.equals(newer), 'every byte, the unknown field included')
+
+  const listJson = await send(`${s.base}/api/v1/nodes`, { headers: { 'user-agent': 'kubectl/v1.35.0', accept: 'application/json' } })
+  t.equal(listJson.status, marker, 'a list holding it: the same refusal')
+  t.match(((await s.outcomes[2]) as { reason: string }).reason, /Node field 99/)
+
+  const watchJson = await send(`${s.base}/api/v1/nodes?watch=1`, { headers: { 'user-agent': 'kubectl/v1.35.0', accept: 'application/json' } })
+  t.equal(watchJson.status, marker, 'a watch of it: refused before its head goes out')
 })
 
 t.test('offline: gets from the cache say so, found or not', async t => {

@@ -185,9 +185,10 @@ function table(info: RequestInfo, items: CachedObject[], listMeta: Record<string
     info.query.get('includeObject') === 'None' || info.query.get('includeObject') === 'Object'
       ? (info.query.get('includeObject') as 'None' | 'Object')
       : 'Metadata'
+  // with includeObject=Object the client gets each object whole: never one with fields missing (bodyIn throws then)
   const objects = items.map(
     o =>
-      asJson(o) ?? {
+      (include === 'Object' ? (JSON.parse(bodyIn(o, 'json').toString()) as Record<string, unknown>) : asJson(o)) ?? {
         kind: o.kind,
         apiVersion: o.apiVersion,
         metadata: { name: o.name, namespace: o.namespace || undefined, resourceVersion: o.resourceVersion },

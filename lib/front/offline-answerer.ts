@@ -9,6 +9,7 @@ import type { CacheStore } from '../cache/store.ts'
 import { isCachedKind } from '../cache/recorder.ts'
 import { documentFromCache, isDiscoveryDocument } from '../cache/documents.ts'
 import { getFromCache, listFromCache, watchFromCache } from '../cache/offline.ts'
+import { UntranslatableError, bodyIn } from '../cache/translate.ts'
 import type { OfflineRead } from '../cache/offline.ts'
 import { isOwnLeaseRenewal, leaseConflict } from '../cache/lease.ts'
 import type { LiveStreams } from '../watch/streams.ts'
@@ -64,9 +65,15 @@ export class OfflineAnswerer implements Answerer {
     }
     if (store && isCachedKind(info)) {
       const read: OfflineRead = { store, info, accept: req.headers.accept, filter: call.filter, reason: why }
-      if (info.verb === 'get') await this.write(call, await getFromCache(read))
-      else if (info.verb === 'list') await this.write(call, await listFromCache(read))
-      else await this.watch(call, read)
+      try {
+        if (info.verb === 'get') await this.write(call, await getFromCache(read))
+        else if (info.verb === 'list') await this.write(call, await listFromCache(read))
+        else await this.watch(call, read)
+      } catch (error) {
+        // an object the hub could give only with fields missing: it says so instead
+        if (!(error instanceof UntranslatableError) || res.headersSent) throw error
+        return unavailable(`${why}: ${error.message}`)
+      }
       return answered('cache')
     }
     if (body && isOwnLeaseRenewal(info, this.options.nodeName)) {
@@ -98,6 +105,8 @@ export class OfflineAnswerer implements Answerer {
     const { res, info, plan } = call
     const start = await watchFromCache(read)
     if (isStatus(start)) return this.write(call, start)
+    // every object the watch would translate, before its head goes out (after it, no Status could say why)
+    for (const object of [...start.initial, ...start.state]) if (object.format !== start.format) bodyIn(object, start.format)
     sendWatchHead(res, start.format, cacheHeaders({ component: start.component }))
     const watch = runOfflineWatch(start, responseSink(res), {
       bookmarkIntervalMs: this.options.bookmarkIntervalMs,
