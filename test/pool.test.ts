@@ -5,6 +5,7 @@
 // apiserver; local clients on a follower see every change; /debug/pool and /metrics say who is
 // what; the pool port refuses everything but nodes' list and watch of pool-wide resources.
 import t from 'tap'
+import type { Readable } from 'node:stream'
 import https from 'node:https'
 import { X509Certificate } from 'node:crypto'
 import { request } from 'undici'
@@ -100,10 +101,11 @@ t.test("the followers' pool-wide reads go to their leader; node-specific reads a
   // is the leaders' alone (the topology sources started earlier, before anyone led)
   const mark = simulator.requests.length
   const clients = new Map<string, LocalClient[]>()
-  const kubelets: { destroy(): void }[] = []
+  const kubelets: Readable[] = []
   t.teardown(() => {
     for (const c of [...clients.values()].flat()) c.stop()
-    for (const k of kubelets) k.destroy()
+    // an unread watch body errors when destroyed: nobody else listens any more
+    for (const k of kubelets) k.on('error', () => {}).destroy()
   })
   for (const [name, h] of hubs) {
     clients.set(name, [await sliceInformer(h.proxyUrl, kubeProxy, proxySelector), await protobufReflector(h.proxyUrl, '/api/v1/services', kubeProxy)])
