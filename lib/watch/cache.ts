@@ -21,6 +21,7 @@ import { apiVersionOf, builtinKind, kindProblem } from '../api/kinds.ts'
 import { isNotOlder, newestOf } from '../cache/versions.ts'
 import type { EventType, ReflectorSink } from './reflector.ts'
 import { EventWindow } from './event-window.ts'
+import { stampedBody } from './stamp.ts'
 import { numericVersion } from '../cache/versions.ts'
 import type { WireFormat } from '../api/wire-format.ts'
 
@@ -61,6 +62,13 @@ export interface WatchCacheOptions {
 
 function idOf(object: CachedObject): string {
   return storageKey(object.namespace, object.name)
+}
+
+/** The object as told at `version`: its own when that is its version, else a copy stamped with it. */
+function atVersion(object: CachedObject, version: bigint): CachedObject {
+  const rv = version.toString()
+  if (object.resourceVersion === rv) return object
+  return { ...object, resourceVersion: rv, body: stampedBody(object.format, object.body, rv) }
 }
 
 export class WatchCache implements ReflectorSink {
@@ -172,7 +180,8 @@ export class WatchCache implements ReflectorSink {
         await written
         return
       }
-      for (const event of events) this.dispatch(event)
+      // the cache keeps each object as listed (a stamped copy is what watchers are told, not what the apiserver holds)
+      for (const event of events) this.dispatch(event, this.objects.get(idOf(event.object)))
       if (listVersion > this.resourceVersion) this.resourceVersion = listVersion
     })
   }
@@ -226,11 +235,14 @@ export class WatchCache implements ReflectorSink {
     }
     events.sort((a, b) => (a.resourceVersion < b.resourceVersion ? -1 : a.resourceVersion > b.resourceVersion ? 1 : 0))
     for (const [id, held] of this.objects) if (!listed.has(id)) events.push({ type: 'DELETED', object: held, resourceVersion: listVersion, previous: held })
-    // versions never go back for a watcher: an object older than the cache's version is told at it
+    // versions never go back for a watcher: an object older than the cache's version is told at it,
+    // in its bytes too (client-go resumes from the last object's version), as the apiserver's DELETED
+    // carries the deletion's revision
     let floor = this.resourceVersion
     for (const event of events) {
       if (event.resourceVersion < floor) event.resourceVersion = floor
       floor = event.resourceVersion
+      event.object = atVersion(event.object, event.resourceVersion)
     }
     return events
   }
@@ -313,10 +325,10 @@ export class WatchCache implements ReflectorSink {
     this.dispatch(event)
   }
 
-  private dispatch(event: CacheEvent): void {
+  private dispatch(event: CacheEvent, stored: CachedObject = event.object): void {
     const id = idOf(event.object)
     if (event.type === 'DELETED') this.objects.delete(id)
-    else this.objects.set(id, event.object)
+    else this.objects.set(id, stored)
     if (event.resourceVersion > this.resourceVersion) this.resourceVersion = event.resourceVersion
     const dropped = this.window.push(event)
     if (dropped) this.oldest = dropped.resourceVersion
