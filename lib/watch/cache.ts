@@ -133,8 +133,12 @@ export class WatchCache implements ReflectorSink {
     this.resourceVersion = numericVersion(resourceVersion)
     this.applied = this.resourceVersion
     this.oldest = this.resourceVersion
+    this.seededAt = resourceVersion
     this.markSynced()
   }
+
+  /** the version of the disk's copy the cache was seeded with, until a list is taken (the reflector's first list asks for no older) */
+  seededAt: string | undefined
 
   private markSynced(): void {
     if (this.isSynced) return
@@ -158,6 +162,7 @@ export class WatchCache implements ReflectorSink {
       if (format) this.answered = format
       const listVersion = numericVersion(resourceVersion)
       const first = !this.isSynced
+      this.seededAt = undefined
       if (!first) this.stats.relists++
       const newHistory = !first && listVersion > 0n && listVersion < this.resourceVersion
       const events = first || newHistory ? [] : this.difference(items, listVersion)

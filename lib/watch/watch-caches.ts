@@ -236,6 +236,7 @@ export class WatchCaches {
         },
         event: (type, object) => cache.event(type, object),
         progress: rv => cache.progress(rv),
+        seeded: () => cache.seededAt,
       },
       {
         upstream: source,
