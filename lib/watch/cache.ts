@@ -56,12 +56,22 @@ export interface WatchCacheOptions {
   log: Logger
   /** events kept for watches that resume from a version (default 4096) */
   windowSize?: number
+  /** and no more bytes of them than this (eventBytes; default no bound) */
+  windowMaxBytes?: number
   /** the values of the resource's selectable fields (spec.nodeName, spec.type, …), kept with each object so selectors are answered without its body */
   selectableFields?(object: CachedObject): Record<string, string> | undefined
 }
 
 function idOf(object: CachedObject): string {
   return storageKey(object.namespace, object.name)
+}
+
+/**
+ * What an event in the window keeps alive: its object, the object before it, and the frame watchers
+ * share (watcher.ts sharedFrame: one per event, its object's body in an envelope, held while the event is).
+ */
+export function eventBytes(event: CacheEvent): number {
+  return 2 * event.object.body.length + (event.previous?.body.length ?? 0)
 }
 
 /** The object as told at `version`: its own when that is its version, else a copy stamped with it. */
@@ -104,7 +114,7 @@ export class WatchCache implements ReflectorSink {
   private readonly fields: Record<string, string> | undefined
 
   constructor(readonly options: WatchCacheOptions) {
-    this.window = new EventWindow(options.windowSize ?? 4096)
+    this.window = new EventWindow({ capacity: options.windowSize ?? 4096, maxBytes: options.windowMaxBytes, sizeOf: eventBytes })
     this.fields = vouchedFields(options.scope)
     this.kind = builtinKind(options.storeKey.group, options.storeKey.resource) ?? ''
     this.apiVersion = apiVersionOf(options.storeKey.group, options.storeKey.version)
@@ -368,5 +378,9 @@ export class WatchCache implements ReflectorSink {
 
   get windowLength(): number {
     return this.window.length
+  }
+
+  get windowBytes(): number {
+    return this.window.bytes
   }
 }

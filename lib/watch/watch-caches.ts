@@ -35,6 +35,8 @@ export interface WatchCachesOptions {
   /** a cache nobody has listed or watched for this long is dropped (default 5 min) */
   graceMs?: number
   windowSize?: number
+  /** the bytes each cache's event window holds at most (--watch-window-memory) */
+  windowMaxBytes?: number
   observer?: WatchCacheObserver
   /** `group/version/resource` (core: `v1/services`) of the resources shared (--shared-resources) */
   resources: readonly string[]
@@ -208,6 +210,7 @@ export class WatchCaches {
       format,
       log: options.log,
       windowSize: options.windowSize,
+      windowMaxBytes: options.windowMaxBytes,
       selectableFields: object => selectableFieldValues(info.apiGroup, info.resource, object),
     })
     const resource = info.apiGroup ? `${info.resource}.${info.apiGroup}` : info.resource
@@ -311,6 +314,8 @@ export class WatchCaches {
     components: string[]
     selections: { selection: string; watchers: number }[]
     otherSelections: number
+    /** the event window's bytes: events' objects, the objects they replaced, their frames */
+    windowBytes: number
     relists: number
     replayed: number
     expired: number
@@ -326,6 +331,7 @@ export class WatchCaches {
       synced: cache.isSynced,
       objects: cache.objects.size,
       window: cache.windowLength,
+      windowBytes: cache.windowBytes,
       watchers: cache.listeners.size,
       components: [...components].sort(),
       ...selections(cache),
