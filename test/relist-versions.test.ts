@@ -6,6 +6,10 @@ import * as k8s from '@kubernetes/client-node'
 import { startHarness, eventually, goDark, comeBack } from './helpers/hub.ts'
 import type { Harness } from './helpers/hub.ts'
 import { kubeConfigFor } from './helpers/clients.ts'
+import { request } from 'undici'
+import { pipeline } from 'node:stream'
+import { WatchFrameSplitter } from '../lib/api/frames.ts'
+import { decodeBody, decodeWatchFrame } from '../lib/codec/typed.ts'
 
 const kubeProxy = 'kube-proxy/v1.24.0+0 (linux/amd64) kubernetes/2cc6ddc'
 const path = '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices'
@@ -38,6 +42,28 @@ async function watchFrom(h: Harness, resourceVersion: string) {
   return { events, stop: () => controller.abort() }
 }
 
+const protobuf = 'application/vnd.kubernetes.protobuf, */*'
+
+/** kube-proxy's protobuf list, then its watch from the list's version, recording what each event's object says. */
+async function protobufWatch(h: Harness) {
+  const headers = { 'user-agent': kubeProxy, accept: protobuf }
+  const list = await request(`${h.url}${path}`, { headers })
+  const listed = decodeBody(Buffer.from(await list.body.arrayBuffer())) as any
+  const watch = await request(`${h.url}${path}?watch=true&resourceVersion=${listed.metadata.resourceVersion}`, { headers })
+  const events: Seen[] = []
+  void (async () => {
+    try {
+      for await (const frame of pipeline(watch.body, new WatchFrameSplitter('protobuf'), () => {})) {
+        const event = decodeWatchFrame(frame as Buffer) as any
+        events.push({ type: event.type, name: event.object?.metadata?.name, rv: event.object?.metadata?.resourceVersion })
+      }
+    } catch {
+      // cut
+    }
+  })()
+  return { events, stop: () => watch.body.destroy() }
+}
+
 const mine = (e: Seen) => e.name?.startsWith('rv-')
 
 t.test('a relist that deletes and changes objects sends versions that never go back, and a restart from the last one sees each event once', async t => {
@@ -51,6 +77,8 @@ t.test('a relist that deletes and changes objects sends versions that never go b
   const listed = await api.listNamespacedEndpointSlice({ namespace: 'default' })
   const first = await watchFrom(h, listed.metadata!.resourceVersion!)
   t.teardown(() => first.stop())
+  const pb = await protobufWatch(h)
+  t.teardown(() => pb.stop())
 
   await goDark(h)
   h.simulator.patch('discovery.k8s.io/v1', 'EndpointSlice', 'default', 'rv-change', {
@@ -68,6 +96,13 @@ t.test('a relist that deletes and changes objects sends versions that never go b
   t.ok(
     versions.every((v, i) => i === 0 || v >= versions[i - 1]),
     `versions in the objects never go back: ${first.events.map(e => `${e.type} ${e.name}@${e.rv}`).join(', ')}`,
+  )
+
+  await eventually(() => pb.events.filter(mine).length >= 3, 15_000, 'the relist’s events, in protobuf')
+  const pbVersions = pb.events.map(e => BigInt(e.rv))
+  t.ok(
+    pbVersions.every((v, i) => i === 0 || v >= pbVersions[i - 1]),
+    `in protobuf too: ${pb.events.map(e => `${e.type} ${e.name}@${e.rv}`).join(', ')}`,
   )
 
   // client-go resumes from the last object's version: from each one seen, a new watch gets exactly what came after
