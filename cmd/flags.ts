@@ -541,6 +541,15 @@ export const flags: readonly FlagSpec[] = [
     parse: values => positiveInteger(last(values)),
   }),
   spec({
+    flag: 'watch-window-memory',
+    env: 'OUTPOST_WATCH_WINDOW_MEMORY',
+    arg: 'MIB',
+    key: 'watchWindowMiB',
+    default: '--cache-memory / 8',
+    help: 'MiB of recent events each watch cache keeps for watches that resume',
+    parse: values => positiveInteger(last(values)),
+  }),
+  spec({
     flag: 'topology-components',
     env: 'OUTPOST_TOPOLOGY_COMPONENTS',
     arg: 'LIST',

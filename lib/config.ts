@@ -83,6 +83,8 @@ export interface HubConfig {
   podInterface: string
   /** MiB of object bodies kept in memory; the rest is read back from disk */
   cacheMemoryMiB: number
+  /** MiB of recent events each watch cache keeps for watches that resume from a version; default watchWindowMiBOf(cacheMemoryMiB) */
+  watchWindowMiB?: number
   /** cloud health probing: period, per-probe timeout, consecutive failures to go offline, successes to come back */
   healthIntervalMs: number
   healthTimeoutMs: number
@@ -225,4 +227,9 @@ export function podAddressProblem(config: Pick<HubConfig, 'podAddress' | 'secure
   if (!config.tlsCertFile && config.servingCert !== 'csr')
     return "the serving certificate is the hub's own CA (--serving-cert=self-signed), which pods do not trust: --serving-cert=csr or --tls-cert-file"
   return undefined
+}
+
+/** A watch cache's event window when --watch-window-memory is not given: an eighth of --cache-memory, at least 1 MiB. */
+export function watchWindowMiBOf(cacheMemoryMiB: number): number {
+  return Math.max(1, Math.floor(cacheMemoryMiB / 8))
 }

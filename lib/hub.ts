@@ -36,7 +36,7 @@ import type { Metrics } from './observe/metrics.ts'
 import { SourceSwitch } from './upstream/source-switch.ts'
 import { startHubPool } from './hub-pool.ts'
 import type { HubPool } from './hub-pool.ts'
-import { poolWideResources } from './config.ts'
+import { poolWideResources, watchWindowMiBOf } from './config.ts'
 import { PodOverlay } from './overlay/pod-overlay.ts'
 import { StatusLearner } from './overlay/learn.ts'
 import { mintedRead } from './overlay/minted.ts'
@@ -272,6 +272,7 @@ async function startWithCache(
     poolResources: poolWideResources(config.sharedResources),
     maxListBytes: config.maxListBytes,
     windowSize: options.watchCacheWindow,
+    windowMaxBytes: (config.watchWindowMiB ?? watchWindowMiBOf(config.cacheMemoryMiB)) * 1024 * 1024,
   })
   metrics.observeWatchCaches(() => watchCaches.describe())
   // what a filtered watch was shown is worked out before anything the filters read changes: the

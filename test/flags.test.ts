@@ -133,6 +133,7 @@ const each: [string, string, keyof HubConfig, unknown][] = [
   ['cache-components', 'kubelet,Kube-Proxy', 'cacheComponents', ['kubelet', 'kube-proxy']],
   ['cache-components', '*', 'cacheComponents', ['*']],
   ['cache-memory', '64', 'cacheMemoryMiB', 64],
+  ['watch-window-memory', '16', 'watchWindowMiB', 16],
   ['health-interval', '500ms', 'healthIntervalMs', 500],
   ['health-interval', '2m', 'healthIntervalMs', 120_000],
   ['health-timeout', '3s', 'healthTimeoutMs', 3000],

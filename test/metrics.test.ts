@@ -68,7 +68,15 @@ t.test('the label bounds are in the help', async t => {
 
 t.test('the watch caches: replayed events and 410s only ever go up, across a cache dropped and made again', async t => {
   const metrics = createMetrics()
-  const cache = (replayed: number, expired: number): WatchCacheState => ({ resource: 'services', scope: 'all', format: 'json', watchers: 1, replayed, expired })
+  const cache = (replayed: number, expired: number): WatchCacheState => ({
+    resource: 'services',
+    scope: 'all',
+    format: 'json',
+    watchers: 1,
+    replayed,
+    expired,
+    windowBytes: 0,
+  })
   let now: WatchCacheState[] = [cache(0, 0)]
   metrics.observeWatchCaches(() => now)
   const read = async () => {

@@ -1,10 +1,12 @@
 // The reflector the watch caches and the topology context share: it backs off like client-go's
-// against an apiserver that answers garbage, says which resource failed, and reads only metadata when asked.
+// against an apiserver that answers garbage, says which resource failed, and reads only metadata when asked;
+// its watches' timeouts are drawn as client-go's, and a seeded sink's first list asks for no older state.
 import t from 'tap'
+import type { Test } from 'tap'
 import http from 'node:http'
 import { once } from 'node:events'
 import { Backoff } from '../lib/upstream/backoff.ts'
-import { Reflector } from '../lib/watch/reflector.ts'
+import { Reflector, watchTimeoutSeconds } from '../lib/watch/reflector.ts'
 import { metadataAccept } from '../lib/topology/source.ts'
 import type { CachedObject } from '../lib/cache/types.ts'
 import { Upstream } from '../lib/upstream/upstream.ts'
@@ -103,4 +105,88 @@ t.test('the reflector asks for metadata only and follows the stream', async t =>
   const accepts = simulator.requests.filter(r => r.url.startsWith('/api/v1/nodes')).map(r => r.headers.accept)
   t.ok(accepts.length >= 2 && accepts.every(a => /as=PartialObjectMetadata/.test(String(a))), 'every request asks for metadata only')
   await eventually(() => Number(reached) >= Number(simulator.currentResourceVersion()), 10_000, 'BOOKMARKs to carry the stream forward')
+})
+
+t.test("the upstream watch's timeout is drawn as client-go draws it: in [5 min, 10 min)", async t => {
+  const cases: [random: number, seconds: number][] = [
+    [0, 300],
+    [0.25, 375],
+    [0.5, 450],
+    [0.999999, 599],
+    [1, 599],
+  ]
+  for (const [random, seconds] of cases) t.equal(watchTimeoutSeconds(random), seconds, `random ${random}: ${seconds} s`)
+
+  const simulator = await ApiServerSimulator.start({ bookmarkIntervalMs: 50 })
+  const upstream = new Upstream({ servers: [new URL(simulator.url)], credentials: {} })
+  const reflector = new Reflector(
+    '/api/v1/nodes',
+    'nodes',
+    { replace: () => {}, event: () => {}, progress: () => {} },
+    { upstream, streams: new LiveStreams(), isOnline: () => true, log: capturingLogger().logger, accept: metadataAccept, random: () => 0.25 },
+  )
+  void reflector.run()
+  t.teardown(async () => {
+    reflector.halt()
+    await upstream.close()
+    await simulator.close()
+  })
+  const watch = await eventually(() => simulator.requests.find(r => r.url.includes('watch=true')), 10_000, 'the watch')
+  t.match(watch!.url, /[?&]timeoutSeconds=375(&|$)/, 'the watch asks for the drawn timeout')
+})
+
+/** A reflector of nodes whose sink says it was seeded at `seeded`, recording the lists it takes. */
+async function seededReflector(t: Test, seeded: string) {
+  const simulator = await ApiServerSimulator.start({ bookmarkIntervalMs: 50 })
+  for (const name of ['n1', 'n2', 'n3']) simulator.create({ apiVersion: 'v1', kind: 'Node', metadata: { name } })
+  const upstream = new Upstream({ servers: [new URL(simulator.url)], credentials: {} })
+  const lists: { names: string[]; resourceVersion: string }[] = []
+  let seededAt: string | undefined = seeded
+  const reflector = new Reflector(
+    '/api/v1/nodes',
+    'nodes',
+    {
+      replace: (items, resourceVersion) => {
+        seededAt = undefined
+        lists.push({ names: items.map(i => i.name), resourceVersion })
+      },
+      event: () => {},
+      progress: () => {},
+      seeded: () => seededAt,
+    },
+    { upstream, streams: new LiveStreams(), isOnline: () => true, log: capturingLogger().logger, accept: metadataAccept },
+  )
+  t.teardown(async () => {
+    reflector.halt()
+    await upstream.close()
+    await simulator.close()
+  })
+  const listUrls = () => simulator.requests.filter(r => r.url.startsWith('/api/v1/nodes') && !r.url.includes('watch=true')).map(r => r.url)
+  return { simulator, reflector, lists, listUrls }
+}
+
+t.test('a cache seeded from disk lists first for a state not older than its seed', async t => {
+  const { simulator, reflector, lists, listUrls } = await seededReflector(t, '')
+  const seed = simulator.currentResourceVersion()
+  const seeded = await seededReflector(t, seed)
+  void seeded.reflector.run()
+  await eventually(() => seeded.lists.length > 0, 10_000, 'the list')
+  t.match(seeded.listUrls()[0], new RegExp(`[?&]resourceVersion=${seed}&resourceVersionMatch=NotOlderThan`), 'the first list asks for no older than the seed')
+  t.ok(BigInt(seeded.lists[0].resourceVersion) >= BigInt(seed), 'and takes a state not older')
+  t.equal(seeded.listUrls().length, 1, 'one list')
+  // unseeded, as before: any state, the cheapest
+  void reflector.run()
+  await eventually(() => lists.length > 0, 10_000, 'the unseeded list')
+  t.match(listUrls()[0], /[?&]resourceVersion=0(&|$)/)
+})
+
+t.test('a seed the apiserver cannot give (504 Too large resource version): the present is listed, at once', async t => {
+  const { simulator, reflector, lists, listUrls } = await seededReflector(t, '1000000')
+  void reflector.run()
+  await eventually(() => lists.length > 0, 10_000, 'the list of the present')
+  const urls = listUrls()
+  t.match(urls[0], /[?&]resourceVersion=1000000&resourceVersionMatch=NotOlderThan/, 'asked for the seed first')
+  t.notMatch(urls[1], /resourceVersion=/, 'then for the present, with no version')
+  t.same(lists[0].names.sort(), ['n1', 'n2', 'n3'])
+  t.equal(lists[0].resourceVersion, simulator.currentResourceVersion(), 'the sink is given the present: older than its seed, a new history to it')
 })

@@ -41,6 +41,8 @@ export interface WatchCacheState {
   watchers: number
   replayed: number
   expired: number
+  /** the event window's bytes (--watch-window-memory bounds it) */
+  windowBytes: number
 }
 
 /** Where the scraped series read from; set (and reset) by observeCache, observeFilters, observeWatchCaches. */
@@ -186,6 +188,16 @@ export function registerScraped(registry: Registry, from: ScrapeSources): void {
     collect(this: Gauge<'resource' | 'scope' | 'format'>) {
       this.reset()
       for (const c of from.watchCaches()) this.inc({ resource: c.resource, scope: c.scope, format: c.format }, c.watchers)
+    },
+  })
+  new Gauge({
+    name: 'outpost_watch_cache_window_bytes',
+    help: `Bytes of the recent events a shared watch cache keeps for resumed watches, with the objects they replaced and their frames; bounded by --watch-window-memory (${scopeLabels})`,
+    labelNames: ['resource', 'scope', 'format'],
+    registers,
+    collect(this: Gauge<'resource' | 'scope' | 'format'>) {
+      this.reset()
+      for (const c of from.watchCaches()) this.inc({ resource: c.resource, scope: c.scope, format: c.format }, c.windowBytes)
     },
   })
   new Counter({

@@ -56,19 +56,29 @@ export interface WatchCacheOptions {
   log: Logger
   /** events kept for watches that resume from a version (default 4096) */
   windowSize?: number
+  /** and no more bytes of them than this (eventBytes; default no bound) */
+  windowMaxBytes?: number
   /** the values of the resource's selectable fields (spec.nodeName, spec.type, …), kept with each object so selectors are answered without its body */
   selectableFields?(object: CachedObject): Record<string, string> | undefined
 }
 
-/** The object told at `version`: its own bytes when that is its version, else stamped (stamp.ts) */
+function idOf(object: CachedObject): string {
+  return storageKey(object.namespace, object.name)
+}
+
+/**
+ * What an event in the window keeps alive: its object, the object before it, and the frame watchers
+ * share (watcher.ts sharedFrame: one per event, its object's body in an envelope, held while the event is).
+ */
+export function eventBytes(event: CacheEvent): number {
+  return 2 * event.object.body.length + (event.previous?.body.length ?? 0)
+}
+
+/** The object as told at `version`: its own when that is its version, else a copy stamped with it. */
 function atVersion(object: CachedObject, version: bigint): CachedObject {
   const rv = version.toString()
   if (object.resourceVersion === rv) return object
   return { ...object, resourceVersion: rv, body: stampedBody(object.format, object.body, rv) }
-}
-
-function idOf(object: CachedObject): string {
-  return storageKey(object.namespace, object.name)
 }
 
 export class WatchCache implements ReflectorSink {
@@ -106,7 +116,7 @@ export class WatchCache implements ReflectorSink {
   private readonly fields: Record<string, string> | undefined
 
   constructor(readonly options: WatchCacheOptions) {
-    this.window = new EventWindow(options.windowSize ?? 4096)
+    this.window = new EventWindow({ capacity: options.windowSize ?? 4096, maxBytes: options.windowMaxBytes, sizeOf: eventBytes })
     this.fields = vouchedFields(options.scope)
     this.kind = builtinKind(options.storeKey.group, options.storeKey.resource) ?? ''
     this.apiVersion = apiVersionOf(options.storeKey.group, options.storeKey.version)
@@ -135,8 +145,12 @@ export class WatchCache implements ReflectorSink {
     this.resourceVersion = numericVersion(resourceVersion)
     this.applied = this.resourceVersion
     this.oldest = this.resourceVersion
+    this.seededAt = resourceVersion
     this.markSynced()
   }
+
+  /** the version of the disk's copy the cache was seeded with, until a list is taken (the reflector's first list asks for no older) */
+  seededAt: string | undefined
 
   private markSynced(): void {
     if (this.isSynced) return
@@ -160,6 +174,7 @@ export class WatchCache implements ReflectorSink {
       if (format) this.answered = format
       const listVersion = numericVersion(resourceVersion)
       const first = !this.isSynced
+      this.seededAt = undefined
       if (!first) this.stats.relists++
       const newHistory = !first && listVersion > 0n && listVersion < this.resourceVersion
       const events = first || newHistory ? [] : this.difference(items, listVersion)
@@ -183,7 +198,8 @@ export class WatchCache implements ReflectorSink {
         await written
         return
       }
-      for (const event of events) this.dispatch(event)
+      // the cache keeps each object as listed (a stamped copy is what watchers are told, not what the apiserver holds)
+      for (const event of events) this.dispatch(event, this.objects.get(idOf(event.object)))
       if (listVersion > this.resourceVersion) this.resourceVersion = listVersion
     })
   }
@@ -236,15 +252,15 @@ export class WatchCache implements ReflectorSink {
       events.push({ type: held ? 'MODIFIED' : 'ADDED', object, resourceVersion: numericVersion(object.resourceVersion), previous: held })
     }
     events.sort((a, b) => (a.resourceVersion < b.resourceVersion ? -1 : a.resourceVersion > b.resourceVersion ? 1 : 0))
-    // a gone object is told at the list's version in the bytes sent too, as the apiserver's DELETED
-    // carries the deletion's revision: a client resumes from the last object's version
-    for (const [id, held] of this.objects)
-      if (!listed.has(id)) events.push({ type: 'DELETED', object: atVersion(held, listVersion), resourceVersion: listVersion, previous: held })
-    // versions never go back for a watcher: an object older than the cache's version is told at it
+    for (const [id, held] of this.objects) if (!listed.has(id)) events.push({ type: 'DELETED', object: held, resourceVersion: listVersion, previous: held })
+    // versions never go back for a watcher: an object older than the cache's version is told at it,
+    // in its bytes too (client-go resumes from the last object's version), as the apiserver's DELETED
+    // carries the deletion's revision
     let floor = this.resourceVersion
     for (const event of events) {
       if (event.resourceVersion < floor) event.resourceVersion = floor
       floor = event.resourceVersion
+      event.object = atVersion(event.object, event.resourceVersion)
     }
     return events
   }
@@ -327,10 +343,10 @@ export class WatchCache implements ReflectorSink {
     this.dispatch(event)
   }
 
-  private dispatch(event: CacheEvent): void {
+  private dispatch(event: CacheEvent, stored: CachedObject = event.object): void {
     const id = idOf(event.object)
     if (event.type === 'DELETED') this.objects.delete(id)
-    else this.objects.set(id, event.object)
+    else this.objects.set(id, stored)
     if (event.resourceVersion > this.resourceVersion) this.resourceVersion = event.resourceVersion
     const dropped = this.window.push(event)
     if (dropped) this.oldest = dropped.resourceVersion
@@ -370,5 +386,9 @@ export class WatchCache implements ReflectorSink {
 
   get windowLength(): number {
     return this.window.length
+  }
+
+  get windowBytes(): number {
+    return this.window.bytes
   }
 }

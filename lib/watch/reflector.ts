@@ -6,7 +6,9 @@
 // asks for a state not older than what it had reached (client-go's relistResourceVersion), so a
 // lagging apiserver cannot take it back in time; only when the apiserver cannot give that (its
 // history went back: etcd restored from a backup) does it list the present as it is, and the sink
-// learns of the new history from a list older than what it holds. What it reads goes to a sink (a
+// learns of the new history from a list older than what it holds. A sink seeded from disk is at a
+// version already: its first list asks for a state not older than that one, on the same terms.
+// Each watch asks for a timeout drawn as client-go draws it (watchTimeoutSeconds). What it reads goes to a sink (a
 // watch cache, the topology context), decoded once into CachedObjects in the wire format asked for.
 import { pipeline } from 'node:stream'
 import type { Logger } from 'pino'
@@ -33,6 +35,11 @@ export interface ReflectorSink {
   event(type: EventType, object: CachedObject): Promise<void> | void
   /** the stream has reached this version with no object to show for it (a list's end, a BOOKMARK); an event carries its own */
   progress(resourceVersion: string): void
+  /**
+   * the version of what the sink was seeded with (the disk's copy, offline), while it has not been
+   * listed: the first list asks for a state not older than it
+   */
+  seeded?(): string | undefined
 }
 
 export interface ReflectorOptions {
@@ -56,6 +63,8 @@ export interface ReflectorOptions {
    */
   maxListBytes?: number
   overCap?(bytes: number): void
+  /** in [0, 1): spreads the upstream watches' timeouts (Math.random) */
+  random?: () => number
 }
 
 export const jsonAccept = { list: 'application/json', watch: 'application/json' }
@@ -67,6 +76,17 @@ class VersionUnavailable extends Relist {}
 
 /** watches failing from one version before the scope is listed again instead */
 const maxWatchRetries = 3
+
+/** client-go's minWatchTimeout: each upstream watch asks for a timeout in [it, twice it) */
+export const minWatchTimeoutSeconds = 300
+
+/**
+ * The upstream watch's timeoutSeconds, as client-go's reflector picks it: a fleet that reconnected
+ * at once (the cloud back after an outage) does not re-watch in lockstep every five minutes.
+ */
+export function watchTimeoutSeconds(random: number, minSeconds = minWatchTimeoutSeconds): number {
+  return Math.floor(minSeconds * (1 + Math.min(Math.max(random, 0), 1 - Number.EPSILON)))
+}
 
 export class Reflector {
   private stopped = false
@@ -92,6 +112,9 @@ export class Reflector {
     let failedWatches = 0
     while (!this.stopped) {
       const from = this.reached
+      // seeded from disk: the first list must not take the cache back past what it holds (a lagging apiserver's state)
+      const seeded = !this.reached && this.listFrom === '0' ? this.sink.seeded?.() : undefined
+      if (seeded) this.listFrom = seeded
       const asked = this.listFrom
       if (!this.options.isOnline()) {
         // the version is kept: once the cloud is back the watch resumes from it, and the apiserver
@@ -209,7 +232,9 @@ export class Reflector {
   /** Watches from `reached`, moving it on with every event and BOOKMARK the sink has taken. */
   private async watch(): Promise<void> {
     const res = await this.request(
-      this.withQuery(`watch=true&allowWatchBookmarks=true&timeoutSeconds=300&resourceVersion=${this.reached}`),
+      this.withQuery(
+        `watch=true&allowWatchBookmarks=true&timeoutSeconds=${watchTimeoutSeconds((this.options.random ?? Math.random)())}&resourceVersion=${this.reached}`,
+      ),
       this.options.accept.watch,
       true,
     )

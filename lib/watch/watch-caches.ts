@@ -37,6 +37,8 @@ export interface WatchCachesOptions {
   /** a cache nobody has listed or watched for this long is dropped (default 5 min) */
   graceMs?: number
   windowSize?: number
+  /** the bytes each cache's event window holds at most (--watch-window-memory) */
+  windowMaxBytes?: number
   observer?: WatchCacheObserver
   /** `group/version/resource` (core: `v1/services`) of the resources shared (--shared-resources) */
   resources: readonly string[]
@@ -214,6 +216,7 @@ export class WatchCaches {
       format,
       log: options.log,
       windowSize: options.windowSize,
+      windowMaxBytes: options.windowMaxBytes,
       selectableFields: object => selectableFieldValues(info.apiGroup, info.resource, object),
     })
     const resource = info.apiGroup ? `${info.resource}.${info.apiGroup}` : info.resource
@@ -242,6 +245,7 @@ export class WatchCaches {
         },
         event: (type, object) => cache.event(type, object),
         progress: rv => cache.progress(rv),
+        seeded: () => cache.seededAt,
       },
       {
         upstream: source,
@@ -335,6 +339,8 @@ export class WatchCaches {
     components: string[]
     selections: { selection: string; watchers: number }[]
     otherSelections: number
+    /** the event window's bytes: events' objects, the objects they replaced, their frames */
+    windowBytes: number
     relists: number
     replayed: number
     expired: number
@@ -350,6 +356,7 @@ export class WatchCaches {
       synced: cache.isSynced,
       objects: cache.objects.size,
       window: cache.windowLength,
+      windowBytes: cache.windowBytes,
       watchers: cache.listeners.size,
       components: [...components].sort(),
       ...selections(cache),
