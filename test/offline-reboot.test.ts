@@ -208,7 +208,7 @@ t.test('after a reboot offline, the node endpoints follow what kubelet writes; b
     0,
     'the apiserver never heard of the minted version',
   )
-  const real = minted.over // a real version, inside what the old resume step rewrote
+  const real = sim.currentResourceVersion() // a real version, inside what the old resume step rewrote
   for (const path of [
     `${slicesPath}?watch=1&resourceVersion=${real}&timeoutSeconds=1`,
     `${slicesPath}?resourceVersion=${real}&resourceVersionMatch=Exact`,

@@ -22,6 +22,8 @@ import type { MintedRange } from './minted.ts'
 export const overlayStateName = 'pod-overlay'
 /** how long after the cloud's return a minted version is still told from a real one */
 const mintedKeptMs = 60 * 60 * 1000
+/** how far above the highest real version minted ones start: etcd does not write 2^40 revisions in the hour a range is kept */
+const mintedGap = 2n ** 40n
 /** at most this many pods are overlaid (a node runs at most a few hundred) */
 export const maxOverlaidPods = 1024
 
@@ -36,7 +38,7 @@ interface Entry {
 }
 
 interface Minted {
-  /** the highest real version of the endpoint resources when the range was minted */
+  /** the highest real version of the endpoint resources when the range was minted, plus mintedGap */
   over: bigint
   top: bigint
   /** when the cloud came back after the range was minted (ms); undefined while offline */
@@ -195,7 +197,9 @@ export class PodOverlay extends EventEmitter {
 
   private mintNext(): void {
     const real = this.realVersion()
-    if (!this.minted || this.minted.until !== undefined || real >= this.minted.top) this.minted = { over: real, top: real + 1n }
+    // far above the highest real version: etcd's revision moves on while the cloud is away, and a real
+    // version equal to a minted one of the same object would read as one the informer already holds
+    if (!this.minted || this.minted.until !== undefined || real >= this.minted.over) this.minted = { over: real + mintedGap, top: real + mintedGap + 1n }
     else this.minted.top++
   }
 
