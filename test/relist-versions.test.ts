@@ -10,18 +10,12 @@ import { request } from 'undici'
 import { pipeline } from 'node:stream'
 import { WatchFrameSplitter } from '../lib/api/frames.ts'
 import { decodeBody, decodeWatchFrame } from '../lib/codec/typed.ts'
+import { plainSlice } from './helpers/plain-slice.ts'
 
 const kubeProxy = 'kube-proxy/v1.24.0+0 (linux/amd64) kubernetes/2cc6ddc'
 const path = '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices'
 
-const slice = (name: string, ip: string) => ({
-  apiVersion: 'discovery.k8s.io/v1',
-  kind: 'EndpointSlice',
-  metadata: { name, namespace: 'default', labels: { 'kubernetes.io/service-name': 'svc-plain' } },
-  addressType: 'IPv4',
-  endpoints: [{ addresses: [ip], conditions: { ready: true }, nodeName: 'kind-worker2' }],
-  ports: [{ name: 'http', port: 80, protocol: 'TCP' }],
-})
+const slice = (name: string, ip: string) => plainSlice(name, ip)
 
 interface Seen {
   type: string

@@ -9,17 +9,11 @@ import * as k8s from '@kubernetes/client-node'
 import { startHarness, eventually } from './helpers/hub.ts'
 import { kubeConfigFor } from './helpers/clients.ts'
 import { Upstream } from '../lib/upstream/upstream.ts'
+import { plainSlice } from './helpers/plain-slice.ts'
 
 const kubeProxy = 'kube-proxy/v1.24.0+0 (linux/amd64) kubernetes/2cc6ddc'
 
-const slice = (name: string, ip: string) => ({
-  apiVersion: 'discovery.k8s.io/v1',
-  kind: 'EndpointSlice',
-  metadata: { name, namespace: 'default', labels: { 'kubernetes.io/service-name': 'svc-plain' } },
-  addressType: 'IPv4',
-  endpoints: [{ addresses: [ip], conditions: { ready: true }, nodeName: 'kind-worker2' }],
-  ports: [{ name: 'http', port: 80, protocol: 'TCP' }],
-})
+const slice = (name: string, ip: string) => plainSlice(name, ip)
 
 /** A relay in front of the simulator that notes what passes (method, path and query). */
 async function relay(t: { teardown(fn: () => unknown): void }, target: string): Promise<{ url: string; seen: string[] }> {

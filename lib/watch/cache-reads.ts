@@ -1,8 +1,9 @@
 // Lists and watches a shared watch cache answers, as data for lib/front/ to write, with kube-apiserver's resourceVersion
-// semantics: unset or 0 is the cache's state (a watch begins with it as ADDED events, N replays); NotOlderThan N waits (3 s at most) for the cache to
-// reach N; a read of the past (Exact, continue) is rebuilt from the event window or declined (the
-// router tries the next source); limit/continue page that state; until a scope's first list is in, 429
-// with Retry-After, as the apiserver's watch cache answers.
+// semantics: 0 is the cache's state (a watch begins with it as ADDED events, N replays); unset is a consistent read,
+// the cache's state only once a probe proves it caught up with the apiserver (freshness.ts), else declined; NotOlderThan
+// N waits for the cache to reach N; a read of the past (Exact, continue) is rebuilt from the event window or declined
+// (the router tries the next source); limit/continue page that state; until a scope's first list is in, 429 with
+// Retry-After, as the apiserver's watch cache answers.
 import type { RequestInfo } from '../api/requestinfo.ts'
 import { queryFlag } from '../api/requestinfo.ts'
 import type { WireFormat } from '../api/wire-format.ts'

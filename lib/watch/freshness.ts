@@ -10,6 +10,8 @@ import { readAll } from '../upstream/read-all.ts'
 
 const noop = () => {}
 
+/** how long a probe may take before the reads waiting on it are relayed */
+const probeTimeoutMs = 3_000
 /** a limit=1 answer is one object: anything bigger is not a probe's answer */
 const maxProbeBytes = 4 * 1024 * 1024
 
@@ -53,11 +55,18 @@ export class RevisionProbe {
   private send(): Promise<bigint> {
     const started = performance.now()
     const path = `${this.listPath}${this.listPath.includes('?') ? '&' : '?'}limit=1`
-    const probe = (async () => {
+    const asked = (async () => {
       const res = await this.request(path)
       const body = await readAll(res.body, maxProbeBytes)
       return listRevision(res.statusCode, body)
     })()
+    // an apiserver that does not answer in time proves nothing: the reads waiting on it are relayed
+    let timer: NodeJS.Timeout | undefined
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer to the probe within ${probeTimeoutMs} ms`)), probeTimeoutMs)
+    })
+    const probe = Promise.race([asked, late]).finally(() => clearTimeout(timer))
+    asked.catch(noop)
     this.sent = probe
     const done = () => {
       if (this.sent === probe) this.sent = undefined
