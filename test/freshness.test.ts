@@ -3,7 +3,7 @@
 // revision is read as the apiserver writes it.
 import t from 'tap'
 import { Readable } from 'node:stream'
-import { RevisionProbe, listRevision, proofWaitMs } from '../lib/watch/freshness.ts'
+import { ReadFloors, RevisionProbe, listRevision, proofWaitMs } from '../lib/watch/freshness.ts'
 
 /** A probe whose apiserver answers when told to, with the revision it is at then. */
 function controlledProbe() {
@@ -77,4 +77,19 @@ t.test('how long a read waits for the cache follows the probe round trip, within
   t.equal(proofWaitMs(0), 20, 'a floor for a loopback apiserver')
   t.equal(proofWaitMs(40), 80, 'twice the round trip')
   t.equal(proofWaitMs(5_000), 250, 'a ceiling: a revision moved by another resource is never reached')
+})
+
+t.test("each client's floor for its any-state reads: raised, never lowered, gone once reached, bounded", async t => {
+  const floors = new ReadFloors()
+  t.equal(floors.floorFor('kubectl', 5n), undefined, 'none before a relayed consistent read')
+  floors.raise('kubectl', 10n)
+  floors.raise('kubectl', 8n)
+  t.equal(floors.floorFor('kubectl', 5n), 10n, 'the highest revision the client was given')
+  t.equal(floors.floorFor('kube-proxy', 5n), undefined, 'another client has none')
+  t.equal(floors.floorFor('kubectl', 10n), undefined, 'reached: no floor')
+  t.equal(floors.size, 0, 'and forgotten')
+  for (let i = 0; i < 100; i++) floors.raise(`client-${i}`, 1n)
+  t.equal(floors.size, 64, 'at most 64 clients')
+  t.equal(floors.floorFor('client-0', 0n), undefined, 'the oldest forgotten first')
+  t.equal(floors.floorFor('client-99', 0n), 1n)
 })

@@ -26,6 +26,7 @@ import type { Status } from '../api/status.ts'
 import type { WatchCaches } from './watch-caches.ts'
 import type { WatcherOptions } from './watcher.ts'
 import type { MintedRead } from '../overlay/minted.ts'
+import { proofWaitMs } from './freshness.ts'
 
 /** What a watch cache makes of a list or watch. */
 export type CacheRead =
@@ -72,7 +73,7 @@ const answer = (a: Answer): CacheRead => ({ kind: 'answer', answer: a })
 
 /** A list or watch from the shared watch cache of its scope and format. */
 export async function readWatchCache(
-  caches: Pick<WatchCaches, 'cacheFor'> & Partial<Pick<WatchCaches, 'latestRevision' | 'consistentRead'>>,
+  caches: Pick<WatchCaches, 'cacheFor'> & Partial<Pick<WatchCaches, 'latestRevision' | 'consistentRead' | 'readFloors'>>,
   info: RequestInfo,
   accept: string | undefined,
   options: CacheReadOptions,
@@ -114,9 +115,16 @@ export async function readWatchCache(
   if (past?.kind === 'status') return answer(past.status)
   if (online && isConsistentRead(info, listAt) && caches.latestRevision) {
     const proof = await proveFresh(cache, caches as Pick<WatchCaches, 'latestRevision'>)
-    caches.consistentRead?.(cache, proof === true ? 'cache' : 'relayed')
-    if (proof !== true) return { kind: 'declined', why: proof }
+    caches.consistentRead?.(cache, proof.fresh ? 'cache' : 'relayed')
+    if (!proof.fresh) {
+      // the apiserver's answer will be at least that revision: this client's later "any state" reads must not be older
+      if (proof.revision !== undefined) caches.readFloors?.(cache).raise(info.component, proof.revision)
+      return { kind: 'declined', why: proof.why }
+    }
   }
+  const floor = online && rv === '0' ? caches.readFloors?.(cache).floorFor(info.component, cache.resourceVersion) : undefined
+  if (floor !== undefined && !(await waitFor(() => cache.resourceVersion >= floor, proofWaitMs(0), cache)))
+    return { kind: 'declined', why: `this client was given ${floor} by the apiserver; the watch cache is at ${cache.resourceVersion}` }
   // a watch from a version the cache has not reached, that the apiserver has: served from the cache, which skips what the client holds
   const provenAhead = info.verb === 'watch' && online && wanted > cache.resourceVersion && (await reachedByApiserver(cache, caches, wanted))
   if (!provenAhead && wanted > cache.resourceVersion && !(await waitFor(() => cache.resourceVersion >= wanted, online ? 1_000 : 0, cache))) {
@@ -190,17 +198,20 @@ async function reachedByApiserver(cache: WatchCache, caches: Partial<Pick<WatchC
  * true once the cache has reached the apiserver's current revision (probed), or why it is not proven:
  * the read is then relayed, never answered from a cache that may be behind.
  */
-async function proveFresh(cache: WatchCache, caches: Pick<WatchCaches, 'latestRevision'>): Promise<true | string> {
+async function proveFresh(
+  cache: WatchCache,
+  caches: Pick<WatchCaches, 'latestRevision'>,
+): Promise<{ fresh: true } | { fresh: false; why: string; revision?: bigint }> {
   let proof
   try {
     proof = await caches.latestRevision(cache)
   } catch (error) {
-    return `a consistent read, and the apiserver's current revision is not known: ${(error as Error).message}`
+    return { fresh: false, why: `a consistent read, and the apiserver's current revision is not known: ${(error as Error).message}` }
   }
-  if (!proof) return 'a consistent read, and this cache has no proof of freshness'
+  if (!proof) return { fresh: false, why: 'a consistent read, and this cache has no proof of freshness' }
   const { revision, waitMs } = proof
-  if (cache.resourceVersion >= revision || (await waitFor(() => cache.resourceVersion >= revision, waitMs, cache))) return true
-  return `a consistent read: the watch cache is at ${cache.resourceVersion}, the apiserver at ${revision}`
+  if (cache.resourceVersion >= revision || (await waitFor(() => cache.resourceVersion >= revision, waitMs, cache))) return { fresh: true }
+  return { fresh: false, revision, why: `a consistent read: the watch cache is at ${cache.resourceVersion}, the apiserver at ${revision}` }
 }
 
 /**

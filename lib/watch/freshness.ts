@@ -86,3 +86,37 @@ export class RevisionProbe {
 export function proofWaitMs(roundTripMs: number): number {
   return Math.min(250, Math.max(20, Math.ceil(2 * roundTripMs)))
 }
+
+/** clients (User-Agent products) a cache keeps a floor for; past it the least recently raised is forgotten */
+const maxFloors = 64
+
+/**
+ * What each client of a cache was last given by the apiserver when its consistent read was relayed:
+ * its later `resourceVersion=0` reads ("any state") must not be older, so they wait for the cache to
+ * reach it (bounded), else are relayed too. Clients are told apart by their User-Agent product, as
+ * the hub knows them; a floor goes once the cache reaches it.
+ */
+export class ReadFloors {
+  private readonly floors = new Map<string, bigint>()
+
+  raise(client: string, revision: bigint): void {
+    const held = this.floors.get(client)
+    if (held !== undefined && held >= revision) return
+    this.floors.delete(client)
+    this.floors.set(client, revision)
+    if (this.floors.size > maxFloors) this.floors.delete(this.floors.keys().next().value!)
+  }
+
+  /** The version `client`'s reads must reach, while the cache (at `reached`) is below it. */
+  floorFor(client: string, reached: bigint): bigint | undefined {
+    const floor = this.floors.get(client)
+    if (floor === undefined) return undefined
+    if (reached < floor) return floor
+    this.floors.delete(client)
+    return undefined
+  }
+
+  get size(): number {
+    return this.floors.size
+  }
+}

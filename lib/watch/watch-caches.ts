@@ -23,7 +23,7 @@ import { covers, everything, parseScope, scopeOf } from '../cache/scope.ts'
 import { selectableFieldValues } from '../cache/selectable-fields.ts'
 import type { WireFormat } from '../api/wire-format.ts'
 import type { SourceSwitch } from '../upstream/source-switch.ts'
-import { RevisionProbe, proofWaitMs } from './freshness.ts'
+import { ReadFloors, RevisionProbe, proofWaitMs } from './freshness.ts'
 import { hubUserAgent } from '../config.ts'
 
 export interface WatchCachesOptions {
@@ -100,6 +100,7 @@ export class WatchCaches {
   private readonly caches = new Map<string, Entry>()
   /** each cache's consistent-read proof (freshness.ts) */
   private readonly probes = new WeakMap<WatchCache, RevisionProbe>()
+  private readonly floors = new WeakMap<WatchCache, ReadFloors>()
   private readonly sweeper: NodeJS.Timeout
 
   /** the resources whose reflectors read through the pool source */
@@ -282,6 +283,13 @@ export class WatchCaches {
     if (!probe) return undefined
     const revision = await probe.latest()
     return { revision, waitMs: proofWaitMs(probe.roundTripMs) }
+  }
+
+  /** Each client's floor for its "any state" reads of `cache` (freshness.ts). */
+  readFloors(cache: WatchCache): ReadFloors {
+    let floors = this.floors.get(cache)
+    if (!floors) this.floors.set(cache, (floors = new ReadFloors()))
+    return floors
   }
 
   /** Counts a consistent read's outcome, by resource (the shared resources only: bounded). */
