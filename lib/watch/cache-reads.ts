@@ -210,7 +210,11 @@ async function proveFresh(
   }
   if (!proof) return { fresh: false, why: 'a consistent read, and this cache has no proof of freshness' }
   const { revision, waitMs } = proof
-  if (cache.resourceVersion >= revision || (await waitFor(() => cache.resourceVersion >= revision, waitMs, cache))) return { fresh: true }
+  if (cache.resourceVersion >= revision) return { fresh: true }
+  // the event that reaches the revision is here and being written: worth the wait. Otherwise it is
+  // not coming (another resource moved etcd on: the apiserver's watch brings its events faster than a
+  // list's round trip), and waiting would only delay the relay
+  if (cache.receivedVersion >= revision && (await waitFor(() => cache.resourceVersion >= revision, waitMs, cache))) return { fresh: true }
   return { fresh: false, revision, why: `a consistent read: the watch cache is at ${cache.resourceVersion}, the apiserver at ${revision}` }
 }
 
