@@ -322,17 +322,49 @@ t.test('CSINode, CSIDriver, RuntimeClass: round trips, and the Go rules in hand-
   t.strictSame(decodeObject(encodeObject(driver), 'storage.k8s.io/v1', 'CSIDriver'), { ...driver, metadata: { name: 'c', creationTimestamp: null } })
 })
 
+t.test('objects of a newer cluster (1.33-1.36 fields) go through protobuf and back with nothing lost', async t => {
+  const pod = {
+    ...fullPod,
+    spec: {
+      ...fullPod.spec,
+      initContainers: [{ name: 'sidecar', image: 'envoy', restartPolicy: 'Always' }],
+      containers: fullPod.spec.containers.map((c: any) => ({ ...c, resizePolicy: [{ resourceName: 'cpu', restartPolicy: 'NotRequired' }] })),
+      resources: { limits: { cpu: '2' } },
+      schedulingGates: [{ name: 'example.com/gate' }],
+    },
+    status: { ...fullPod.status, hostIPs: [{ ip: '10.0.0.7' }], observedGeneration: 3 },
+  }
+  const service = {
+    kind: 'Service',
+    apiVersion: 'v1',
+    metadata: { name: 's', creationTimestamp: null },
+    spec: { trafficDistribution: 'PreferSameZone' },
+    status: { loadBalancer: {} },
+  }
+  const podBack = decodeObject(encodeObject(pod), 'v1', 'Pod') as any
+  t.same(podBack.spec.initContainers[0].restartPolicy, 'Always', "an init container's restartPolicy (sidecars, 1.33)")
+  t.same(podBack.spec.containers[0].resizePolicy, [{ resourceName: 'cpu', restartPolicy: 'NotRequired' }], "containers' resizePolicy")
+  t.same(podBack.spec.resources, { limits: { cpu: '2' } }, "the pod's own resources")
+  t.same(podBack.spec.schedulingGates, [{ name: 'example.com/gate' }], 'schedulingGates')
+  t.same([podBack.status.hostIPs, podBack.status.observedGeneration], [[{ ip: '10.0.0.7' }], 3], 'status.hostIPs and observedGeneration')
+  const serviceBack = decodeObject(encodeObject(service), 'v1', 'Service') as any
+  t.equal(serviceBack.spec.trafficDistribution, 'PreferSameZone', "a Service's trafficDistribution")
+  const unknown: string[] = []
+  decodeObject(encodeObject(pod), 'v1', 'Pod', { onUnknownField: (m, f) => void unknown.push(`${m} ${f}`) })
+  t.same(unknown, [], 'no field the schema does not know')
+})
+
 t.test('unknown or mistyped JSON is refused with its path', async t => {
   const cases: [any, string][] = [
     [{ ...fullPod, spec: { ...fullPod.spec, containers: [{ name: 'c', imagePullPolcy: 'Always' }] } }, 'spec.containers[0].imagePullPolcy'],
     [{ kind: 'Service', apiVersion: 'v1', spec: { ports: [{ port: '80' }] } }, 'spec.ports[0].port'],
-    [{ kind: 'Service', apiVersion: 'v1', spec: { trafficDistribution: 'PreferClose' } }, 'spec.trafficDistribution'],
+    [{ kind: 'Service', apiVersion: 'v1', spec: { trafficDistributionn: 'PreferClose' } }, 'spec.trafficDistributionn'],
     [{ kind: 'Node', apiVersion: 'v1', status: { capacity: { cpu: 4 } } }, 'status.capacity["cpu"]'],
     [{ kind: 'Secret', apiVersion: 'v1', data: { k: 'not base64!' } }, 'data["k"]'],
     [{ kind: 'Lease', apiVersion: 'coordination.k8s.io/v1', spec: { renewTime: 'yesterday' } }, 'spec.renewTime'],
     [{ kind: 'PodList', apiVersion: 'v1', items: [{}, { metadata: { nmae: 'x' } }] }, 'items[1].metadata.nmae'],
     [{ kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1beta1', endpoints: [{ addresses: [], zone: 'a' }] }, 'endpoints[0].zone'],
-    [{ kind: 'CSIDriver', apiVersion: 'storage.k8s.io/v1', spec: { seLinuxMount: true } }, 'spec.seLinuxMount'],
+    [{ kind: 'CSIDriver', apiVersion: 'storage.k8s.io/v1', spec: { seLinuxMounts: true } }, 'spec.seLinuxMounts'],
     [
       { kind: 'CSINode', apiVersion: 'storage.k8s.io/v1', spec: { drivers: [{ name: 'd', allocatable: { count: '1' } }] } },
       'spec.drivers[0].allocatable.count',

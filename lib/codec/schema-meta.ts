@@ -1,14 +1,15 @@
-// Field tables for meta/v1 (ObjectMeta, ListMeta, Status, …) and the small API groups the hub
-// caches (discovery.k8s.io v1 and v1beta1, coordination.k8s.io/v1). They exist so the typed codec
-// (typed.ts) can turn these objects from JSON into protobuf and back without a schema compiler.
+// Field tables for meta/v1 (ObjectMeta, ListMeta, Status, …), which live in k8s.io/apimachinery; the
+// API groups' tables are generated from k8s.io/api (schema-generated.ts). They exist so the typed
+// codec (typed.ts) can turn objects from JSON into protobuf and back without a schema compiler.
 //
 // Notation (parsed by schema.ts), one field per `;`, listed in Go struct order (= JSON key order):
 //   <protobuf field number> <JSON name> <type>
 // type: [*][[]]Base[?]   `*` Go pointer (written only when set), `[]` repeated, `?` json omitempty.
 // Base: string bool int32 int64 bytes Time MicroTime Quantity IntOrString FieldsV1, map[<value>]
 // (map<string, value>), or a message name. `<n> ... <Message>` embeds a struct inline: its fields
-// appear in the parent's JSON object, in protobuf it is the nested message <n>.
-// Numbers and names as in the v1.24 API (k8s.io/api, k8s.io/apimachinery generated.proto).
+// appear in the parent's JSON object, in protobuf it is the nested message <n>. `+<n>`: a field
+// added after v1.24, written to protobuf only when set (v1.24's bytes are matched exactly).
+// Numbers and names as in k8s.io/apimachinery's meta/v1.
 
 export const metaMessages: Record<string, string> = {
   ObjectMeta: `1 name string?; 2 generateName string?; 3 namespace string?; 4 selfLink string?; 5 uid string?;
@@ -31,26 +32,4 @@ export const metaMessages: Record<string, string> = {
   Condition: `1 type string; 2 status string; 3 observedGeneration int64?; 4 lastTransitionTime Time;
     5 reason string; 6 message string`,
   PartialObjectMetadata: '1 metadata ObjectMeta?',
-}
-
-export const groupMessages: Record<string, string> = {
-  // discovery.k8s.io/v1
-  EndpointSlice: '1 metadata ObjectMeta?; 4 addressType string; 2 endpoints []SliceEndpoint; 3 ports []SlicePort',
-  SliceEndpoint: `1 addresses []string; 2 conditions EndpointConditions?; 3 hostname *string?;
-    4 targetRef *ObjectReference?; 5 deprecatedTopology map[string]?; 6 nodeName *string?; 7 zone *string?;
-    8 hints *EndpointHints?`,
-  // Conditions, ports and hints are the same messages in v1 and v1beta1.
-  EndpointConditions: '1 ready *bool?; 2 serving *bool?; 3 terminating *bool?',
-  SlicePort: '1 name *string?; 2 protocol *string?; 3 port *int32?; 4 appProtocol *string?',
-  EndpointHints: '1 forZones []ForZone?',
-  ForZone: '1 name string',
-  // discovery.k8s.io/v1beta1: the node's topology is a map (5) and hints moved to 7; there is no zone.
-  EndpointSliceV1beta1: `1 metadata ObjectMeta?; 4 addressType string; 2 endpoints []SliceEndpointV1beta1;
-    3 ports []SlicePort`,
-  SliceEndpointV1beta1: `1 addresses []string; 2 conditions EndpointConditions?; 3 hostname *string?;
-    4 targetRef *ObjectReference?; 5 topology map[string]?; 6 nodeName *string?; 7 hints *EndpointHints?`,
-  // coordination.k8s.io/v1
-  Lease: '1 metadata ObjectMeta?; 2 spec LeaseSpec?',
-  LeaseSpec: `1 holderIdentity *string?; 2 leaseDurationSeconds *int32?; 3 acquireTime *MicroTime?;
-    4 renewTime *MicroTime?; 5 leaseTransitions *int32?`,
 }

@@ -1,13 +1,11 @@
 // The one schema of the built-in Kubernetes types the hub knows field by field: which protobuf
 // field number each JSON field has, its type, and Go's rules for it (pointer or not, omitempty).
 // The hub's offline answers (JSON from stored protobuf) and the apiserver simulator (protobuf from
-// JSON) both read it through typed.ts. The tables are plain text in schema-*.ts; this file parses
-// them once, checks them, and maps apiVersion/kind to the object's message.
-import { coreMessages } from './schema-core.ts'
-import { groupMessages, metaMessages } from './schema-meta.ts'
-import { podMessages } from './schema-pod.ts'
-import { nodeMessages, storageMessages } from './schema-storage.ts'
-import { volumeMessages } from './schema-volumes.ts'
+// JSON) both read it through typed.ts. The tables are plain text: schema-generated.ts (from k8s.io/api's
+// types, build/gen-schema.ts) and schema-meta.ts (meta/v1); this file parses them once, checks them,
+// and maps apiVersion/kind to the object's message.
+import { generatedMessages } from './schema-generated.ts'
+import { metaMessages } from './schema-meta.ts'
 
 /** What a field holds. `message` fields point at their MessageSpec. */
 export type FieldType = 'string' | 'bool' | 'int32' | 'int64' | 'bytes' | 'Time' | 'MicroTime' | 'Quantity' | 'IntOrString' | 'FieldsV1' | 'message'
@@ -28,6 +26,11 @@ export interface FieldSpec {
   omitempty: boolean
   /** An embedded struct: its fields are the parent's in JSON, message `number` in protobuf. */
   inline: boolean
+  /**
+   * Added to the API after the oldest release the hub matches byte for byte (v1.24): written to
+   * protobuf only when set, as that release wrote nothing for it (a decoder reads absent as zero).
+   */
+  added: boolean
 }
 
 export interface MessageSpec {
@@ -53,7 +56,7 @@ export interface KindSpec {
 const scalarTypes = new Set<string>(['string', 'bool', 'int32', 'int64', 'bytes', 'Time', 'MicroTime', 'Quantity', 'IntOrString', 'FieldsV1'])
 
 const tables: Record<string, string> = {}
-for (const table of [metaMessages, groupMessages, coreMessages, podMessages, volumeMessages, storageMessages, nodeMessages]) {
+for (const table of [metaMessages, generatedMessages]) {
   for (const [name, text] of Object.entries(table)) {
     if (name in tables) throw new Error(`schema: message ${name} defined twice`)
     tables[name] = text
@@ -72,7 +75,9 @@ function parseMessage(name: string): MessageSpec {
   for (const part of text.split(';')) {
     const words = part.trim().split(/\s+/)
     const m = words.length === 3 ? /^(\*?)((?:\[\])?)(map\[(\w+)\]|\w+)(\??)$/.exec(words[2]) : null
-    const number = Number(words[0])
+    // `+`: added after the release whose bytes the hub matches exactly (schema-generated.ts)
+    const added = words[0].startsWith('+')
+    const number = Number(added ? words[0].slice(1) : words[0])
     if (!m || !Number.isInteger(number) || number < 1) throw new Error(`schema: ${name}: cannot read field "${part.trim()}"`)
     const inline = words[1] === '...'
     const base = m[4] ?? m[3]
@@ -86,6 +91,7 @@ function parseMessage(name: string): MessageSpec {
       pointer: m[1] === '*',
       omitempty: m[5] === '?',
       inline,
+      added,
     }
     if (field.type === 'message') field.message = parseMessage(base)
     if (spec.byNumber[number]) throw new Error(`schema: ${name}: field number ${number} used twice`)

@@ -99,7 +99,7 @@ function writeFields(w: Writer, msg: MessageSpec, obj: JsonObject, path: string)
     const v = Object.hasOwn(obj, f.json) ? obj[f.json] : undefined
     if (v === undefined || v === null) {
       // unset: Go leaves nil pointers, slices, maps and []byte out, and writes every other field's zero
-      if (!(f.repeated || f.map || f.pointer || f.type === 'bytes')) writeValue(w, f, f.number, zeroJson(f), at)
+      if (!(f.repeated || f.map || f.pointer || f.type === 'bytes' || f.added)) writeValue(w, f, f.number, zeroJson(f), at)
     } else if (f.repeated) {
       if (!Array.isArray(v)) throw new SchemaError(at, 'expected an array')
       for (let i = 0; i < v.length; i++) writeValue(w, f, f.number, v[i] ?? zeroJson(f), `${at}[${i}]`)
