@@ -67,6 +67,11 @@ export function notFound(resource: string, group: string, name: string): Status 
   return failure(404, `${qualified} "${name}" not found`, 'NotFound', details)
 }
 
+/** The apiserver's 400 for a resourceVersion that is not a number; undefined when it is one (or unset). */
+export function invalidResourceVersion(rv: string): Status | undefined {
+  return rv === '' || /^\d+$/.test(rv) ? undefined : failure(400, `invalid resource version "${rv}"`, 'BadRequest')
+}
+
 /** What the watch cache answers to a read newer than it has reached (after waiting for it). */
 export function tooLargeResourceVersion(wanted: bigint | string, current: bigint | string): Status {
   return failure(504, `Timeout: Too large resource version: ${wanted}, current: ${current}`, 'Timeout', {

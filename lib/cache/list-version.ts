@@ -4,7 +4,7 @@
 import type { RequestInfo } from '../api/requestinfo.ts'
 import { listStatesPresent } from '../api/requestinfo.ts'
 import type { Status } from '../api/status.ts'
-import { failure } from '../api/status.ts'
+import { failure, invalidResourceVersion } from '../api/status.ts'
 import { decodeContinue, encodeContinue } from '../api/continue-token.ts'
 
 /** The version a list reads at. */
@@ -19,7 +19,8 @@ export type ListVersion =
 /** What version a list asks for, or the apiserver's 400/422 for parameters that do not go together. */
 export function listVersionOf(info: RequestInfo): ListVersion | Status {
   const rv = info.resourceVersion
-  if (rv !== '' && !/^\d+$/.test(rv)) return failure(400, `invalid resource version "${rv}"`, 'BadRequest')
+  const invalid = invalidResourceVersion(rv)
+  if (invalid) return invalid
   const token = info.query.get('continue')
   if (token) {
     if (info.query.get('resourceVersionMatch')) return forbiddenMatchWithContinue()

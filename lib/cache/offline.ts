@@ -14,7 +14,7 @@ import { scopeOfName } from './scope.ts'
 import type { ParsedScope, Scope } from './scope.ts'
 import { encodeUnknown } from '../codec/protobuf.ts'
 import { fieldSelectorProblem } from '../api/field-selectors.ts'
-import { failure, isStatus, notFound, serviceUnavailable, tooLargeResourceVersion } from '../api/status.ts'
+import { failure, invalidResourceVersion, isStatus, notFound, serviceUnavailable, tooLargeResourceVersion } from '../api/status.ts'
 import type { Status } from '../api/status.ts'
 import { contentTypeOf, wantedRepresentations } from '../api/negotiate.ts'
 import type { Wanted } from '../api/negotiate.ts'
@@ -279,8 +279,8 @@ export interface OfflineWatchStart {
 
 export async function watchFromCache(read: OfflineRead): Promise<OfflineWatchStart | Status> {
   const { info, filter } = read
-  const rv = info.resourceVersion
-  if (rv !== '' && !/^\d+$/.test(rv)) return failure(400, `invalid resource version "${rv}"`, 'BadRequest')
+  const invalid = invalidResourceVersion(info.resourceVersion)
+  if (invalid) return invalid
   const scope = scopeOrStatus(info)
   if (isStatus(scope)) return scope
   const whole = await selectWhole(read, scope)

@@ -12,7 +12,7 @@ import type { ResponseFilter } from '../../filters/registry.ts'
 import { scopeOf } from '../cache/scope.ts'
 import { listBody, paginate } from '../cache/list-body.ts'
 import { contentTypeOf, wantedRepresentations } from '../api/negotiate.ts'
-import { failure, isStatus, notFound, tooLargeResourceVersion } from '../api/status.ts'
+import { failure, invalidResourceVersion, isStatus, notFound, tooLargeResourceVersion } from '../api/status.ts'
 import { storageKey } from '../api/continue-token.ts'
 import { encodeUnknown } from '../codec/protobuf.ts'
 import { describeScope, everything } from '../cache/scope.ts'
@@ -82,7 +82,8 @@ export async function readWatchCache(
   const format = wantedFormat(accept)
   if (!format) return { kind: 'declined', why: 'a watch cache answers objects, not Tables' }
   const rv = info.resourceVersion
-  if (rv !== '' && !/^\d+$/.test(rv)) return answer(failure(400, `invalid resource version "${rv}"`, 'BadRequest'))
+  const invalid = invalidResourceVersion(rv)
+  if (invalid) return answer(invalid)
   let scope
   try {
     scope = scopeOf(info)
@@ -114,7 +115,7 @@ export async function readWatchCache(
   if (past?.kind === 'declined') return past
   if (past?.kind === 'status') return answer(past.status)
   if (online && isConsistentRead(info, listAt) && caches.latestRevision) {
-    const proof = await proveFresh(cache, caches as Pick<WatchCaches, 'latestRevision'>)
+    const proof = await proveFresh(cache, caches)
     caches.consistentRead?.(cache, proof.fresh ? 'cache' : 'relayed')
     if (!proof.fresh) {
       // the apiserver's answer will be at least that revision: this client's later "any state" reads must not be older
@@ -183,32 +184,30 @@ export function isConsistentRead(info: RequestInfo, listAt: ListVersion | Status
   return info.verb === 'watch' && info.query.get('sendInitialEvents') !== 'false'
 }
 
-/** Whether the apiserver's current revision (probed) has reached `version`: a version a client was given, not one it made up. */
-async function reachedByApiserver(cache: WatchCache, caches: Partial<Pick<WatchCaches, 'latestRevision'>>, version: bigint): Promise<boolean> {
-  if (!caches.latestRevision) return false
+type Prober = Partial<Pick<WatchCaches, 'latestRevision'>>
+
+/** The apiserver's current revision (probed) and how long to wait for the cache to reach it, or why it is not known. */
+async function probed(cache: WatchCache, caches: Prober): Promise<{ revision: bigint; waitMs: number } | string> {
   try {
-    const proof = await caches.latestRevision(cache)
-    return proof !== undefined && proof.revision >= version
-  } catch {
-    return false
+    return (await caches.latestRevision?.(cache)) ?? 'this cache has no proof of freshness'
+  } catch (error) {
+    return `the apiserver's current revision is not known: ${(error as Error).message}`
   }
 }
 
+/** Whether the apiserver's current revision has reached `version`: a version a client was given, not one it made up. */
+async function reachedByApiserver(cache: WatchCache, caches: Prober, version: bigint): Promise<boolean> {
+  const proof = await probed(cache, caches)
+  return typeof proof !== 'string' && proof.revision >= version
+}
+
 /**
- * true once the cache has reached the apiserver's current revision (probed), or why it is not proven:
- * the read is then relayed, never answered from a cache that may be behind.
+ * Fresh once the cache has reached the apiserver's current revision, or why it is not proven (with
+ * the revision, when known): the read is then relayed, never answered from a cache that may be behind.
  */
-async function proveFresh(
-  cache: WatchCache,
-  caches: Pick<WatchCaches, 'latestRevision'>,
-): Promise<{ fresh: true } | { fresh: false; why: string; revision?: bigint }> {
-  let proof
-  try {
-    proof = await caches.latestRevision(cache)
-  } catch (error) {
-    return { fresh: false, why: `a consistent read, and the apiserver's current revision is not known: ${(error as Error).message}` }
-  }
-  if (!proof) return { fresh: false, why: 'a consistent read, and this cache has no proof of freshness' }
+async function proveFresh(cache: WatchCache, caches: Prober): Promise<{ fresh: true } | { fresh: false; why: string; revision?: bigint }> {
+  const proof = await probed(cache, caches)
+  if (typeof proof === 'string') return { fresh: false, why: `a consistent read, and ${proof}` }
   const { revision, waitMs } = proof
   if (cache.resourceVersion >= revision) return { fresh: true }
   // the event that reaches the revision is here and being written: worth the wait. Otherwise it is

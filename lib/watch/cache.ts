@@ -109,11 +109,6 @@ export class WatchCache implements ReflectorSink {
   private readonly idle: (() => void)[] = []
   /** the newest version received (its event may still be in flight) */
   private applied = 0n
-
-  /** The newest version the cache's watch has brought, told to watchers or still being written. */
-  get receivedVersion(): bigint {
-    return this.applied
-  }
   /** the first list's disk write (events and relists are applied only once written) */
   private writing: Promise<void> = Promise.resolve()
 
@@ -391,6 +386,11 @@ export class WatchCache implements ReflectorSink {
 
   get windowLength(): number {
     return this.window.length
+  }
+
+  /** The newest version the cache's watch has brought, told to watchers or still being written. */
+  get receivedVersion(): bigint {
+    return this.applied
   }
 
   get windowBytes(): number {
