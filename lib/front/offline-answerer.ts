@@ -9,11 +9,11 @@ import type { CacheStore } from '../cache/store.ts'
 import { isCachedKind } from '../cache/recorder.ts'
 import { documentFromCache, isDiscoveryDocument } from '../cache/documents.ts'
 import { getFromCache, listFromCache, watchFromCache } from '../cache/offline.ts'
-import { UntranslatableError, bodyIn } from '../cache/translate.ts'
+import { UntranslatableError } from '../cache/translate.ts'
 import type { OfflineRead } from '../cache/offline.ts'
 import { isOwnLeaseRenewal, leaseConflict } from '../cache/lease.ts'
 import type { LiveStreams } from '../watch/streams.ts'
-import { runOfflineWatch } from '../watch/offline-watch.ts'
+import { inFormat, runOfflineWatch } from '../watch/offline-watch.ts'
 import type { LiveOptions } from '../watch/offline-watch.ts'
 import { isPodWrite } from '../overlay/learn.ts'
 import type { RequestObserver } from '../observe/metrics.ts'
@@ -103,10 +103,11 @@ export class OfflineAnswerer implements Answerer {
 
   private async watch(call: Call, read: OfflineRead): Promise<void> {
     const { res, info, plan } = call
-    const start = await watchFromCache(read)
-    if (isStatus(start)) return this.write(call, start)
-    // every object the watch would translate, before its head goes out (after it, no Status could say why)
-    for (const object of [...start.initial, ...start.state]) if (object.format !== start.format) bodyIn(object, start.format)
+    const found = await watchFromCache(read)
+    if (isStatus(found)) return this.write(call, found)
+    // translated once, before the head goes out: an object that cannot be whole is a Status, which after the head could not be
+    const state = inFormat(found.state, found.format)
+    const start = { ...found, state, initial: found.initial === found.state ? state : inFormat(found.initial, found.format) }
     sendWatchHead(res, start.format, cacheHeaders({ component: start.component }))
     const watch = runOfflineWatch(start, responseSink(res), {
       bookmarkIntervalMs: this.options.bookmarkIntervalMs,

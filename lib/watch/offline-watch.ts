@@ -36,7 +36,7 @@ export interface OfflineWatchOptions {
 }
 
 /** The cached objects in the watch's format (a translated copy where the cache holds the other). */
-function inFormat(objects: readonly CachedObject[], format: OfflineWatchStart['format']): CachedObject[] {
+export function inFormat(objects: readonly CachedObject[], format: OfflineWatchStart['format']): CachedObject[] {
   return objects.map(o => (o.format === format ? o : { ...o, format, body: bodyIn(o, format) }))
 }
 
