@@ -157,7 +157,7 @@ t.test("a watch from a version the apiserver has and the cache has not reached i
   })
   t.equal(res.statusCode, 200)
   const watch = readWatch(res.body)
-  const made = h.simulator.create(service('after-the-version'))
+  h.simulator.create(service('after-the-version'))
   await eventually(() => watch.events.some(e => e.object?.metadata?.name === 'after-the-version'), 10_000, 'the event after the version')
   res.body.destroy()
   t.equal(relayedWatches(), 0, 'served from the watch cache')
@@ -165,7 +165,6 @@ t.test("a watch from a version the apiserver has and the cache has not reached i
     watch.events.every(e => BigInt(e.object.metadata.resourceVersion) > BigInt(real)),
     'nothing at or before the version it watches from',
   )
-  t.ok(BigInt(made.metadata.resourceVersion) > BigInt(real))
 
   const future = (BigInt(real) + 1_000_000n).toString()
   const madeUp = await request(`${h.url}/api/v1/namespaces/default/services?watch=true&resourceVersion=${future}&timeoutSeconds=1`, {
