@@ -122,10 +122,12 @@ const isEndpointResource = (group: string, resource: string) =>
 
 /** What a read of an endpoint resource at a version the pod overlay minted gets (minted.ts). */
 function mintedReadOf(overlay: PodOverlay, info: RequestInfo): MintedRead {
-  if (info.subresource !== '' || !isEndpointResource(info.apiGroup, info.resource) || !/^\d{1,20}$/.test(info.resourceVersion)) return 'as-is'
+  // asked twice a request (the router, the watch cache): no range (the case but for an hour after an outage) costs nothing more
+  const range = overlay.mintedRange()
+  if (!range || info.subresource !== '' || !isEndpointResource(info.apiGroup, info.resource) || !/^\d{1,20}$/.test(info.resourceVersion)) return 'as-is'
   const at = info.verb === 'list' ? listVersionOf(info) : undefined
   const exact = at !== undefined && !isStatus(at) && at.kind === 'exact'
-  return mintedRead(info.verb, exact, BigInt(info.resourceVersion), overlay.mintedRange())
+  return mintedRead(info.verb, exact, BigInt(info.resourceVersion), range)
 }
 
 function urlOf(address: AddressInfo): string {

@@ -35,13 +35,18 @@ export interface WatchCacheAnswererOptions {
 }
 
 export class WatchCacheAnswerer implements Answerer {
-  constructor(private readonly options: WatchCacheAnswererOptions) {}
+  /** the caches as reads see them: without the proof on the pool port */
+  private readonly caches: Parameters<typeof readWatchCache>[0]
+
+  constructor(private readonly options: WatchCacheAnswererOptions) {
+    const { caches } = options
+    this.caches = options.consistentReads === 'from-memory' ? { cacheFor: (info, format) => caches.cacheFor(info, format) } : caches
+  }
 
   async answer(call: Call): Promise<Outcome> {
     const { info, req, res, filter, plan } = call
     const { observer, streams } = this.options
-    const caches = this.options.consistentReads === 'from-memory' ? { cacheFor: this.options.caches.cacheFor.bind(this.options.caches) } : this.options.caches
-    const read = await readWatchCache(caches, info, req.headers.accept, { online: plan.online, filter, minted: this.options.mintedRead?.(info) })
+    const read = await readWatchCache(this.caches, info, req.headers.accept, { online: plan.online, filter, minted: this.options.mintedRead?.(info) })
     if (read.kind === 'declined') return declined(read.why)
     if (read.kind === 'answer') {
       if (isStatus(read.answer)) sendStatus(res, read.answer)
