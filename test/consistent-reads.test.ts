@@ -3,6 +3,7 @@
 // began, made through the hub or at the apiserver, as kube-apiserver's own reads do; what the hub
 // cannot prove fresh it relays, never a state from a cache that may be behind.
 import t from 'tap'
+import type { Test } from 'tap'
 import * as k8s from '@kubernetes/client-node'
 import { request } from 'undici'
 import { startHarness, eventually } from './helpers/hub.ts'
@@ -28,6 +29,20 @@ async function consistentReads(h: Harness): Promise<Record<string, number>> {
   const out: Record<string, number> = {}
   for (const v of metric.values) out[String(v.labels.outcome)] = (out[String(v.labels.outcome)] ?? 0) + v.value
   return out
+}
+
+/** kube-proxy's JSON watch of the default namespace's Services through the hub. */
+async function servicesWatch(t: Test, h: Harness, query: string) {
+  const res = await request(`${h.url}/api/v1/namespaces/default/services?watch=true&${query}`, { headers: { 'user-agent': kubeProxy } })
+  t.equal(res.statusCode, 200, `a watch with ${query}`)
+  return { ...readWatch(res.body), stop: () => res.body.destroy() }
+}
+
+/** Creates a Service at the apiserver and waits until `watch` has told of it; the watch then ends. */
+async function createAndSee(h: Harness, watch: Awaited<ReturnType<typeof servicesWatch>>, name: string): Promise<void> {
+  h.simulator.create(service(name))
+  await eventually(() => watch.events.some(e => e.object?.metadata?.name === name), 10_000, `the event of ${name}`)
+  watch.stop()
 }
 
 t.test('a consistent list shows every write made before it, through the hub or at the apiserver', async t => {
@@ -127,14 +142,8 @@ t.test('sendInitialEvents=false with no resourceVersion starts at the most recen
   const core = kubeConfigFor(h.url, kubeProxy).makeApiClient(k8s.CoreV1Api)
   h.simulator.create(service('already-there'))
   await core.listNamespacedService({ namespace: 'default' })
-  const res = await request(`${h.url}/api/v1/namespaces/default/services?watch=true&sendInitialEvents=false&allowWatchBookmarks=true`, {
-    headers: { 'user-agent': kubeProxy },
-  })
-  t.equal(res.statusCode, 200)
-  const watch = readWatch(res.body)
-  h.simulator.create(service('made-after'))
-  await eventually(() => watch.events.some(e => e.object?.metadata?.name === 'made-after'), 10_000, 'the new object')
-  res.body.destroy()
+  const watch = await servicesWatch(t, h, 'sendInitialEvents=false&allowWatchBookmarks=true')
+  await createAndSee(h, watch, 'made-after')
   t.same(
     watch.events.filter(e => e.type === 'ADDED').map(e => e.object.metadata.name),
     ['made-after'],
@@ -152,14 +161,8 @@ t.test("a watch from a version the apiserver has and the cache has not reached i
   const real = h.simulator.currentResourceVersion()
   const relayedWatches = () =>
     h.simulator.countRequests(r => r.watch && r.path.endsWith('/services') && String(r.headers['user-agent']).startsWith('kube-proxy'))
-  const res = await request(`${h.url}/api/v1/namespaces/default/services?watch=true&allowWatchBookmarks=true&resourceVersion=${real}`, {
-    headers: { 'user-agent': kubeProxy },
-  })
-  t.equal(res.statusCode, 200)
-  const watch = readWatch(res.body)
-  h.simulator.create(service('after-the-version'))
-  await eventually(() => watch.events.some(e => e.object?.metadata?.name === 'after-the-version'), 10_000, 'the event after the version')
-  res.body.destroy()
+  const watch = await servicesWatch(t, h, `allowWatchBookmarks=true&resourceVersion=${real}`)
+  await createAndSee(h, watch, 'after-the-version')
   t.equal(relayedWatches(), 0, 'served from the watch cache')
   t.ok(
     watch.events.every(e => BigInt(e.object.metadata.resourceVersion) > BigInt(real)),
