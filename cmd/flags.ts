@@ -771,6 +771,43 @@ export const flags: readonly FlagSpec[] = [
     help: 'consecutive successful probes before a down apiserver counts as up again',
     parse: values => positiveInteger(last(values)),
   }),
+  spec({
+    flag: 'http2',
+    env: 'OUTPOST_HTTP2',
+    arg: '',
+    boolean: true,
+    key: 'http2',
+    default: String(defaults.http2),
+    help: 'HTTP/2 to the apiserver where it offers it (ALPN): one connection per identity\ncarries every request and watch; false: HTTP/1.1, a connection per watch',
+    parse: values => bool(last(values)),
+  }),
+  spec({
+    flag: 'http2-max-streams-per-connection',
+    env: 'OUTPOST_HTTP2_MAX_STREAMS_PER_CONNECTION',
+    arg: 'N',
+    key: 'http2MaxStreamsPerConnection',
+    default: String(defaults.http2MaxStreamsPerConnection),
+    help: "streams on one HTTP/2 connection at most (lower when the server's SETTINGS say so);\npast it a second connection opens",
+    parse: values => positiveInteger(last(values)),
+  }),
+  spec({
+    flag: 'http2-read-idle-timeout',
+    env: 'OUTPOST_HTTP2_READ_IDLE_TIMEOUT',
+    arg: 'DURATION',
+    key: 'http2ReadIdleTimeoutMs',
+    default: `${defaults.http2ReadIdleTimeoutMs / 1000}s`,
+    help: 'an HTTP/2 connection silent this long is PINGed (client-go: 30s)',
+    parse: values => duration(last(values)),
+  }),
+  spec({
+    flag: 'http2-ping-timeout',
+    env: 'OUTPOST_HTTP2_PING_TIMEOUT',
+    arg: 'DURATION',
+    key: 'http2PingTimeoutMs',
+    default: `${defaults.http2PingTimeoutMs / 1000}s`,
+    help: 'a PING unanswered this long: the connection is dead, every stream on it ends\nand the apiserver counts as down at once (client-go: 15s)',
+    parse: values => duration(last(values)),
+  }),
 ]
 
 /** Checks across flags, run after every value parsed. Each returns a one-line problem or nothing. */

@@ -90,6 +90,13 @@ export interface HubConfig {
   healthTimeoutMs: number
   healthFailures: number
   healthSuccesses: number
+  /** HTTP/2 to the apiserver where it offers it: one connection per identity carries every request and watch */
+  http2: boolean
+  /** streams on one HTTP/2 connection at most (the server's SETTINGS may lower it); past it a second connection opens */
+  http2MaxStreamsPerConnection: number
+  /** an HTTP/2 connection silent this long is PINGed; one whose PING goes unanswered this long is dead (client-go: 30 s, 15 s) */
+  http2ReadIdleTimeoutMs: number
+  http2PingTimeoutMs: number
   /** an upstream watch silent this long is ended (the apiserver sends BOOKMARKs about every minute) */
   watchSilenceTimeoutMs: number
   /** one upstream list+watch per shared resource and format, serving every local client (off: each client's own, relayed) */
@@ -158,7 +165,11 @@ export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
   healthIntervalMs: 5_000,
   healthTimeoutMs: 2_000,
   healthFailures: 3,
-  healthSuccesses: 2,
+  healthSuccesses: 1,
+  http2: true,
+  http2MaxStreamsPerConnection: 250,
+  http2ReadIdleTimeoutMs: 30_000,
+  http2PingTimeoutMs: 15_000,
   watchSilenceTimeoutMs: 150_000,
   sharedWatches: true,
   sharedResources: ['v1/services', 'v1/endpoints', 'v1/nodes', 'v1/pods', 'discovery.k8s.io/v1/endpointslices', 'discovery.k8s.io/v1beta1/endpointslices'],

@@ -182,6 +182,11 @@ async function startWithCache(
     servers,
     credentials,
     onResult: (server, ok, reason) => (ok ? health?.reportSuccess(server) : health?.reportFailure(server, reason ?? 'failed')),
+    http2: config.http2,
+    maxStreamsPerConnection: config.http2MaxStreamsPerConnection,
+    readIdleMs: config.http2ReadIdleTimeoutMs,
+    pingTimeoutMs: config.http2PingTimeoutMs,
+    onLinkDead: (server, reason) => health?.reportDown(server, reason),
   })
   health = new HealthChecker({
     servers,
@@ -297,6 +302,12 @@ async function startWithCache(
     // offline, a version minted for the change: every watch's stream moves on to it
     const watches = filteredWatches.change(() => filters.invalidate(), overlay.mintedVersion(), overlay.affected())
     log.debug({ pods: overlay.size, watches }, 'pod overlay changed')
+  })
+  // back online: the shared caches and the topology watch again on the new connection now, not after their backoff
+  health.on('change', state => {
+    if (state !== 'online') return
+    watchCaches.resume()
+    topology.resume()
   })
   health.on('change', state => {
     // the watches told of minted versions would next be told real, older ones: they start again (410) and list from memory

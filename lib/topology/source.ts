@@ -248,6 +248,11 @@ export class TopologySource extends EventEmitter {
     if (this.options.isOnline()) await Promise.race([Promise.all(listed), sleep(waitMs)])
   }
 
+  /** The cloud is back: list/watch again now, not after a backoff. */
+  resume(): void {
+    for (const reflector of this.reflectors) reflector.resume()
+  }
+
   async stop(): Promise<void> {
     for (const reflector of this.reflectors) reflector.halt()
     await this.saving

@@ -1,8 +1,10 @@
 // Is the cloud reachable? Probes every apiserver on an interval and listens to what real traffic
 // says (a connection-level failure counts like a failed probe, a response like a good one). A
-// server goes down after N consecutive failures and comes back after M consecutive successes; the
-// cloud is online while at least one server is up. Until the first probe round completes the
-// cloud is assumed online; that first round decides each server's state outright.
+// server goes down after N consecutive failures (at once when its link died: an HTTP/2 PING went
+// unanswered) and comes back after M consecutive successes (default 1: the first answer); the
+// cloud is online while at least one server is up. While a server is down it is probed again
+// within a second, so the hub is online about a second after the apiserver first answers. Until
+// the first probe round completes the cloud is assumed online; that round decides outright.
 import { EventEmitter } from 'node:events'
 import type { Logger } from 'pino'
 
@@ -23,14 +25,14 @@ export interface HealthOptions {
   log: Logger
 }
 
-/** between the probes that confirm a server is back */
-const confirmDelayMs = 500
+/** While a server is down, probes follow each other from this, doubling, up to a second: never much later than the apiserver's return. */
+const downProbeMs = { first: 250, most: 1_000 }
 
 export const healthDefaults: Pick<HealthOptions, 'intervalMs' | 'timeoutMs' | 'failuresToDown' | 'successesToUp'> = {
   intervalMs: 5000,
   timeoutMs: 2000,
   failuresToDown: 3,
-  successesToUp: 2,
+  successesToUp: 1,
 }
 
 /** HealthOptions with the tunables optional (healthDefaults fill them in). */
@@ -89,6 +91,8 @@ export class HealthChecker extends EventEmitter {
   private timer: NodeJS.Timeout | undefined
   private running = false
   private readonly inFlight = new Set<AbortController>()
+  /** rounds in a row with a server down: the probes' backoff */
+  private downRounds = 0
 
   constructor(options: HealthInit) {
     super()
@@ -166,6 +170,14 @@ export class HealthChecker extends EventEmitter {
     if (s) this.record(s, false, reason)
   }
 
+  /** The server's link died (a PING unanswered): down now, not after failuresToDown. */
+  reportDown(server: URL, reason: string): void {
+    const s = this.find(server)
+    if (!s) return
+    s.failures = Math.max(s.failures, this.options.failuresToDown - 1)
+    this.record(s, false, reason)
+  }
+
   reportSuccess(server: URL): void {
     const s = this.find(server)
     if (s) this.record(s, true)
@@ -192,13 +204,17 @@ export class HealthChecker extends EventEmitter {
   }
 
   /**
-   * A server that is down but answered the last probe is probed again soon, not an interval later:
-   * its successes in a row then take a second or two, so a node is online (and kubelet's node
-   * Ready) within seconds of the apiserver answering, not two full intervals.
+   * A server that is down is probed again within a second (250 ms, then doubling): a node is
+   * online, and kubelet's node Ready, about a second after the apiserver answers, not an interval
+   * later. A probe of a down server is a connection refused or a handshake resumed (cheap for both sides).
    */
   private nextDelay(): number {
-    const recovering = this.servers.some(s => s.up === false && s.successes > 0)
-    return recovering ? Math.min(this.options.intervalMs, confirmDelayMs) : this.options.intervalMs
+    if (!this.servers.some(s => s.up === false)) {
+      this.downRounds = 0
+      return this.options.intervalMs
+    }
+    const delay = Math.min(downProbeMs.most, downProbeMs.first * 2 ** this.downRounds++)
+    return Math.min(this.options.intervalMs, delay)
   }
 
   private async round(): Promise<void> {
@@ -274,6 +290,8 @@ export class HealthChecker extends EventEmitter {
       )
     }
     this.emit('server', s.url, s.up)
+    // down between rounds (a dead link, failed requests): the probes that watch for its return start now
+    if (!s.up) this.hurry()
     this.update()
   }
 

@@ -3,6 +3,7 @@
 import { Client, Pool } from 'undici'
 import type { Dispatcher } from 'undici'
 import type { Readable } from 'node:stream'
+import { finished } from 'node:stream/promises'
 import type { EventEmitter } from 'node:events'
 import net from 'node:net'
 import tls from 'node:tls'
@@ -10,6 +11,7 @@ import type { ConnectionOptions } from 'node:tls'
 import type { UpstreamCredentials } from './kubeconfig.ts'
 import { hubUserAgent } from '../config.ts'
 import { readAll } from './read-all.ts'
+import { H2Link, NotH2Error } from './h2-link.ts'
 
 export interface UpstreamRequest {
   method: string
@@ -48,6 +50,22 @@ export interface UpstreamOptions {
   requestTimeoutMs?: number
   /** passive health signals: every answer (ok) and every connection-level failure, per server */
   onResult?: (server: URL, ok: boolean, reason?: string) => void
+  /** HTTP/2 where the server offers it (default true); false: HTTP/1.1, a connection per watch */
+  http2?: boolean
+  /** streams on one HTTP/2 connection at most (default 250, Go's), fewer when the server says so */
+  maxStreamsPerConnection?: number
+  /** silence on an HTTP/2 connection before a PING (default 30 s), and how long its answer may take (15 s) */
+  readIdleMs?: number
+  pingTimeoutMs?: number
+  /** a link that died silently (its PING unanswered): every stream on it ended */
+  onLinkDead?: (server: URL, reason: string) => void
+}
+
+/** Connections opened to the apiservers since start, by protocol and whether TLS was resumed. */
+export interface ConnectionCounts {
+  h2: number
+  http1: number
+  resumed: number
 }
 
 interface ServerState {
@@ -61,6 +79,9 @@ interface ServerState {
    */
   nodePool: Pool
   clientPool: Pool
+  /** the same two identities over HTTP/2 (https servers only) */
+  nodeLink?: H2Link
+  clientLink?: H2Link
   failedUntil: number
 }
 
@@ -114,6 +135,7 @@ export class Upstream {
   private readonly failedServerBackoffMs: number
   private readonly requestTimeoutMs: number
   private credentials: UpstreamCredentials
+  readonly connectionCounts: ConnectionCounts = { h2: 0, http1: 0, resumed: 0 }
 
   constructor(private readonly options: UpstreamOptions) {
     if (options.servers.length === 0) throw new Error('at least one apiserver URL is required')
@@ -125,8 +147,32 @@ export class Upstream {
       basePath: url.pathname.replace(/\/$/, ''),
       nodePool: this.createPool(url, true),
       clientPool: this.createPool(url, false),
+      nodeLink: this.createLink(url, true),
+      clientLink: this.createLink(url, false),
       failedUntil: 0,
     }))
+  }
+
+  private createLink(url: URL, withClientCert: boolean): H2Link | undefined {
+    if (url.protocol !== 'https:' || this.options.http2 === false) return undefined
+    return new H2Link({
+      url,
+      tlsOptions: () => tlsOptionsFor(url, this.credentials, withClientCert),
+      connectTimeoutMs: this.options.connectTimeoutMs ?? 5_000,
+      maxStreamsPerConnection: this.options.maxStreamsPerConnection ?? 250,
+      readIdleMs: this.options.readIdleMs ?? 30_000,
+      pingTimeoutMs: this.options.pingTimeoutMs ?? 15_000,
+      onDead: reason => this.options.onLinkDead?.(url, reason),
+      onConnect: (protocol, resumed) => {
+        this.connectionCounts[protocol === 'h2' ? 'h2' : 'http1']++
+        if (resumed) this.connectionCounts.resumed++
+      },
+    })
+  }
+
+  /** HTTP/2 connections open now, over every server and identity. */
+  get openH2Connections(): number {
+    return this.states.reduce((sum, s) => sum + (s.nodeLink?.openConnections ?? 0) + (s.clientLink?.openConnections ?? 0), 0)
   }
 
   private connectionOptions(url: URL, withClientCert: boolean) {
@@ -194,6 +240,8 @@ export class Upstream {
       state.nodePool = this.createPool(state.url, true)
       state.clientPool = this.createPool(state.url, false)
       for (const pool of old) void pool.close().catch(() => pool.destroy())
+      state.nodeLink?.drain()
+      state.clientLink?.drain()
     }
   }
 
@@ -209,7 +257,6 @@ export class Upstream {
     const { headers, ownCredentials } = this.authorize(req.headers)
     const causes: { server: string; error: string }[] = []
     for (const state of this.orderedServers()) {
-      const pool = ownCredentials ? state.clientPool : state.nodePool
       const options: Dispatcher.RequestOptions = {
         method: req.method as Dispatcher.HttpMethod,
         path: state.basePath + req.path,
@@ -220,7 +267,7 @@ export class Upstream {
         bodyTimeout: req.longRunning ? 0 : this.requestTimeoutMs,
       }
       try {
-        const res = req.longRunning ? await this.requestOnOwnConnection(state.url, !ownCredentials, options) : await pool.request(options)
+        const res = await this.send(state, ownCredentials, options, req.longRunning === true)
         state.failedUntil = 0
         this.options.onResult?.(state.url, true)
         return { server: state.url, statusCode: res.statusCode, headers: res.headers, body: res.body }
@@ -233,6 +280,28 @@ export class Upstream {
       }
     }
     throw new UpstreamUnavailableError(causes)
+  }
+
+  /** Over the identity's HTTP/2 link while the server speaks h2; else HTTP/1.1, a watch on a connection of its own. */
+  private async send(state: ServerState, ownCredentials: boolean, options: Dispatcher.RequestOptions, longRunning: boolean) {
+    const link = ownCredentials ? state.clientLink : state.nodeLink
+    if (link && link.protocol !== 'http/1.1') {
+      try {
+        return await link.request({
+          method: options.method,
+          path: options.path,
+          headers: options.headers as Record<string, string | string[]>,
+          body: options.body as Buffer | undefined,
+          signal: options.signal as UpstreamRequest['signal'],
+          headersTimeoutMs: options.headersTimeout ?? 0,
+          bodyTimeoutMs: options.bodyTimeout ?? 0,
+        })
+      } catch (error) {
+        if (!(error instanceof NotH2Error)) throw error
+      }
+    }
+    if (longRunning) return this.requestOnOwnConnection(state.url, !ownCredentials, options)
+    return (ownCredentials ? state.clientPool : state.nodePool).request(options)
   }
 
   /** A JSON request of the hub's own (the CSR flows), with the node's credentials. */
@@ -257,11 +326,21 @@ export class Upstream {
   async probe(server: URL, signal: AbortSignal): Promise<boolean> {
     const state = this.states.find(s => s.url === server)
     if (!state) return false
-    // reset: the probe's connection closes after it, so probing never holds sockets open
     // the node's token too, not only its certificate: a revoked token must show here, not in kubelet's requests
     const { headers } = this.authorize({ 'user-agent': hubUserAgent })
-    const res = await state.nodePool.request({ method: 'GET', path: `${state.basePath}/readyz`, headers, signal, reset: true })
-    await res.body.dump()
+    // over HTTP/2 the probe is a stream on the link everything uses; over HTTP/1.1 (reset) its connection closes after it
+    const options = {
+      method: 'GET' as const,
+      path: `${state.basePath}/readyz`,
+      headers,
+      signal,
+      reset: true,
+      headersTimeout: this.requestTimeoutMs,
+      bodyTimeout: this.requestTimeoutMs,
+    }
+    const res = await this.send(state, false, options, false)
+    res.body.resume()
+    await finished(res.body).catch(() => {})
     // a refusal is not an outage: lib/upstream/health.ts tells the operator to fix the credentials
     if (res.statusCode === 401 || res.statusCode === 403)
       throw new Error(`the apiserver refused the node's credentials: ${res.statusCode} ${res.statusCode === 401 ? 'Unauthorized' : 'Forbidden'} on GET /readyz`)
@@ -310,6 +389,7 @@ export class Upstream {
   }
 
   async close(): Promise<void> {
+    for (const s of this.states) for (const link of [s.nodeLink, s.clientLink]) link?.close()
     await Promise.all(this.states.flatMap(s => [s.nodePool.destroy(), s.clientPool.destroy()]))
   }
 }

@@ -96,6 +96,7 @@ export class Reflector {
   private listFrom = '0'
   private stop = () => {}
   private wake = () => {}
+  private resumed = false
 
   /** `path` with the scope's query (labelSelector, fieldSelector) already on it, or none */
   constructor(
@@ -108,9 +109,11 @@ export class Reflector {
 
   /** Runs until halt(); `onListed` is called after each successful list. */
   async run(onListed: () => void = () => {}): Promise<void> {
-    const backoff = this.options.backoff ?? new Backoff()
+    let backoff = this.options.backoff ?? new Backoff()
     let failedWatches = 0
     while (!this.stopped) {
+      if (this.resumed && !this.options.backoff) backoff = new Backoff()
+      this.resumed = false
       const from = this.reached
       // seeded from disk: the first list must not take the cache back past what it holds (a lagging apiserver's state)
       const seeded = !this.reached && this.listFrom === '0' ? this.sink.seeded?.() : undefined
@@ -161,6 +164,12 @@ export class Reflector {
         await this.sleep(wait)
       }
     }
+  }
+
+  /** The cloud is back: a wait (offline, or a failure's backoff) ends now, and the next failure backs off from the start. */
+  resume(): void {
+    this.resumed = true
+    this.wake()
   }
 
   halt(): void {

@@ -374,6 +374,11 @@ export class WatchCaches {
     }))
   }
 
+  /** The cloud is back: every cache's list/watch goes on now, not after its backoff. */
+  resume(): void {
+    for (const { reflector } of this.caches.values()) reflector.resume()
+  }
+
   close(): void {
     clearInterval(this.sweeper)
     for (const { reflector } of this.caches.values()) reflector.halt()

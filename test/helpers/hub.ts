@@ -8,6 +8,7 @@ import { processTempDir, removeNow } from './temp-dirs.ts'
 import { ApiServerSimulator } from '../simulator/index.ts'
 import type { SimulatorOptions } from '../simulator/index.ts'
 import { startDemoCluster } from '../simulator/demo.ts'
+import { createTestPki, writeKubeconfig } from './pki.ts'
 import { startHub } from '../../lib/hub.ts'
 import type { Hub, StartOptions } from '../../lib/hub.ts'
 import { defaults } from '../../lib/config.ts'
@@ -68,10 +69,30 @@ export function capturingLogger(): { logger: Logger; text(): string } {
 }
 
 export async function startHarness(
-  options: { demo?: boolean; simulator?: SimulatorOptions; config?: Partial<HubConfig>; start?: Omit<StartOptions, 'logger'> } = {},
+  options: {
+    demo?: boolean
+    simulator?: SimulatorOptions
+    config?: Partial<HubConfig>
+    start?: Omit<StartOptions, 'logger'>
+    /** the simulator on HTTPS (HTTP/2 unless simulator.http2 is false), the hub with the node's client certificate */
+    secure?: boolean
+  } = {},
 ): Promise<Harness> {
-  const simulator = options.demo ? await startDemoCluster(options.simulator) : await ApiServerSimulator.start(options.simulator)
-  const config = hubConfig([simulator.url], options.config)
+  const pki = options.secure ? await createTestPki() : undefined
+  const simulatorOptions: SimulatorOptions = pki
+    ? { ...options.simulator, tls: { key: pki.server.key, cert: pki.server.cert, ca: pki.ca.cert, requestCert: true } }
+    : (options.simulator ?? {})
+  const simulator = options.demo ? await startDemoCluster(simulatorOptions) : await ApiServerSimulator.start(simulatorOptions)
+  const kubeconfig = pki
+    ? await writeKubeconfig(processTempDir('outpost-kubeconfig-'), {
+        server: simulator.url,
+        ca: pki.ca.cert,
+        cert: pki.client.cert,
+        key: pki.client.key,
+        inline: true,
+      })
+    : undefined
+  const config = kubeconfig ? hubConfig([], { kubeconfig, ...options.config }) : hubConfig([simulator.url], options.config)
   const ownsCacheDir = options.config?.cacheDir === undefined
   let hub: Hub
   try {

@@ -4,6 +4,7 @@
 
 import type { IncomingMessage } from 'node:http'
 import type { TLSSocket } from 'node:tls'
+import { tlsSocketOf } from './h2.ts'
 
 export interface Identity {
   username: string
@@ -44,7 +45,7 @@ export function identify(req: IncomingMessage, config: AuthConfig): Identity | u
 }
 
 function verifiedPeerCertificate(req: IncomingMessage): ReturnType<TLSSocket['getPeerCertificate']> | undefined {
-  const sock = req.socket as TLSSocket
+  const sock = tlsSocketOf(req)
   if (!sock.authorized || typeof sock.getPeerCertificate !== 'function') return undefined
   const cert = sock.getPeerCertificate()
   return cert && Object.keys(cert).length > 0 ? cert : undefined

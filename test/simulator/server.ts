@@ -29,6 +29,7 @@ import { countMatching, logEntry, type LoggedRequest, type RequestFilter } from 
 import { echoUpgrade } from './upgrade.ts'
 import { HugeLists } from './huge-list.ts'
 import type { WatchStream } from './watch.ts'
+import { Http2Side, type Http2Options } from './h2.ts'
 
 export interface SimulatorOptions {
   /** https when given; with ca + requestCert, client certificates are verified (a valid one authenticates) */
@@ -47,6 +48,8 @@ export interface SimulatorOptions {
   autoApproveCsr?: AutoApprove
   /** serve WatchList (sendInitialEvents), as kube-apiserver >= 1.32 does by default (default true); false: v1.24's 422 for it */
   watchList?: boolean
+  /** with tls: HTTP/2 offered in ALPN, as kube-apiserver does (default on); false: HTTP/1.1 only */
+  http2?: false | Http2Options
 }
 
 export type { Fault, LoggedRequest, RequestFilter }
@@ -70,6 +73,8 @@ export class ApiServerSimulator {
   readonly store: Store
   readonly cluster: Cluster
   private readonly server: http.Server
+  /** HTTP/2 connections (https with http2 on) */
+  readonly http2: Http2Side | undefined
   private readonly wss = new WebSocketServer({ noServer: true })
   private readonly sockets = new Set<Socket>()
   /** https: the TLS sockets over `sockets`, where the HTTP server reads, writes and times out */
@@ -95,9 +100,11 @@ export class ApiServerSimulator {
     this.auth = { tokens: options.tokens, required: options.tokens !== undefined || !!(options.tls?.ca && options.tls.requestCert) }
     const handler = (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res)
     const tls = options.tls
+    const alpn = tls && options.http2 !== false ? { ALPNProtocols: ['h2', 'http/1.1'] } : {}
     this.server = tls
-      ? https.createServer({ key: tls.key, cert: tls.cert, ca: tls.ca, requestCert: !!tls.requestCert, rejectUnauthorized: false }, handler)
+      ? https.createServer({ key: tls.key, cert: tls.cert, ca: tls.ca, requestCert: !!tls.requestCert, rejectUnauthorized: false, ...alpn }, handler)
       : http.createServer(handler)
+    this.http2 = tls && options.http2 !== false ? new Http2Side(this.server as https.Server, handler, options.http2 ?? {}) : undefined
     gateConnections(this.server, socket => this.admit(socket))
     this.server.on('secureConnection', (socket: TLSSocket) => {
       this.tlsSockets.add(socket)
@@ -273,6 +280,7 @@ export class ApiServerSimulator {
     if (fault === 'blackhole') {
       this.hung = [] // held, never answered: reset with their sockets when the blackhole ends
       for (const w of this.watches) w.silence()
+      this.http2?.hold()
       for (const socket of [...this.sockets, ...this.tlsSockets]) this.blackhole.hold(socket)
     }
     if (previous === 'hang' && fault !== 'hang') {

@@ -14,6 +14,7 @@ import { watchContentType, watchEventBytes } from './protobuf.ts'
 import { bookmarkObject, renderObject, type Output } from './render.ts'
 import type { ResourceEntry } from './resources.ts'
 import type { StoreEvent } from './store.ts'
+import { isHttp2 } from './h2.ts'
 
 export interface WatchParams {
   entry: ResourceEntry
@@ -59,7 +60,7 @@ export class WatchStream {
     const { res, params, cluster } = this
     res.on('close', () => this.cleanup())
     res.on('error', () => this.cleanup())
-    res.writeHead(200, { ...headers, 'Content-Type': watchContentType(params.output), 'Transfer-Encoding': 'chunked' })
+    res.writeHead(200, { ...headers, 'Content-Type': watchContentType(params.output), ...(isHttp2(res) ? {} : { 'Transfer-Encoding': 'chunked' }) })
     res.flushHeaders()
     const store = cluster.store
     const fromState = params.sendInitialEvents ?? this.startRV === undefined
@@ -166,7 +167,8 @@ export class WatchStream {
   /** Cut the connection mid-stream, as a dropped upstream would. */
   drop(): void {
     this.cleanup()
-    this.res.socket?.destroy()
+    // over HTTP/2 the stream is reset; its connection carries others
+    if (!isHttp2(this.res)) this.res.socket?.destroy()
     this.res.destroy()
   }
 
