@@ -826,6 +826,8 @@ const crossChecks: ((config: HubConfig) => string | undefined)[] = [
 
 // ---- help ---------------------------------------------------------------------------------------
 
+const maxFlagColumn = 28
+
 function buildUsage(): string {
   const rows: [string, string[]][] = flags.map(f => [
     f.boolean ? `--${f.flag}` : `--${f.flag} ${f.arg}`,
@@ -833,8 +835,12 @@ function buildUsage(): string {
   ])
   rows.push(['--version', ['print the version and the Kubernetes versions tested against, and exit']])
   rows.push(['-h, --help', ['show this help and exit']])
-  const width = Math.max(...rows.map(([left]) => left.length)) + 2
-  const lines = rows.flatMap(([left, right]) => right.map((text, i) => `  ${(i === 0 ? left : '').padEnd(width)}${text}`))
+  // a flag too long for the column (kube-apiserver's --http2-max-streams-per-connection) has its help on the lines below
+  const width = Math.max(...rows.map(([left]) => left.length).filter(n => n <= maxFlagColumn)) + 2
+  const lines = rows.flatMap(([left, right]) => {
+    if (left.length > maxFlagColumn) return [`  ${left}`, ...right.map(text => `  ${''.padEnd(width)}${text}`)]
+    return right.map((text, i) => `  ${(i === 0 ? left : '').padEnd(width)}${text}`)
+  })
   return [
     'outpost - caching reverse proxy for the Kubernetes API server, run on every edge node',
     '',

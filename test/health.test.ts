@@ -65,7 +65,7 @@ function checker(t: { teardown(fn: () => unknown): void }, options: Partial<Heal
 }
 
 t.test('defaults', async t => {
-  t.same(healthDefaults, { intervalMs: 5000, timeoutMs: 2000, failuresToDown: 3, successesToUp: 2 })
+  t.same(healthDefaults, { intervalMs: 5000, timeoutMs: 2000, failuresToDown: 3, successesToUp: 1 })
   t.throws(() => new HealthChecker({ servers: [], probe: async () => true, log: pino({ level: 'silent' }) }), /at least one/)
   t.throws(() => new HealthChecker({ servers: [a], probe: async () => true, log: pino({ level: 'silent' }), failuresToDown: 0 }), /failuresToDown/)
 })
@@ -269,4 +269,32 @@ t.test('a server that answers again is confirmed within a second, not an interva
   const before = fake.calls(a)
   await eventually(() => h.state === 'online', 'online', 5_000)
   t.equal(fake.calls(a) - before, 1, 'one confirming probe, a short delay after the first success, brings it back')
+})
+
+t.test('a down server is probed again within a second whatever the interval, and its first answer brings it back', async t => {
+  const fake = fakeProbe('throw')
+  const { h } = checker(t, { probe: fake.probe, intervalMs: 60_000, failuresToDown: 1, successesToUp: 1 })
+  await h.start()
+  t.equal(h.state, 'offline')
+  await eventually(() => fake.calls(a) >= 4, 'probes at 250 ms, 500 ms, then every second', 10_000)
+  fake.set(a, 'ok')
+  // the minute-long interval never comes into it: the next probe (at most a second away) decides
+  await eventually(() => h.state === 'online', 'online', 10_000)
+  const calls = fake.calls(a)
+  await new Promise(resolve => setTimeout(resolve, 1_500))
+  t.equal(fake.calls(a), calls, 'once up, probing is back to the interval')
+})
+
+t.test('a dead link (its PING unanswered) takes the server down at once', async t => {
+  const fake = fakeProbe('ok')
+  const { h, changes } = checker(t, { probe: fake.probe, intervalMs: 60_000, failuresToDown: 3 })
+  await h.start()
+  t.equal(h.state, 'online')
+  fake.set(a, 'throw')
+  h.reportDown(a, 'HTTP/2 PING to https://10.0.0.1:6443 not answered in 15000 ms')
+  t.equal(h.state, 'offline', 'not after three failures: the link is known dead')
+  t.same(changes, ['offline'])
+  t.match(h.problem(), /PING .* not answered/)
+  const calls = fake.calls(a)
+  await eventually(() => fake.calls(a) > calls, 'a probe soon after, not an interval later', 5_000)
 })
