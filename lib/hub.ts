@@ -264,6 +264,7 @@ async function startWithCache(
   }
   const filters = new FilterRegistry(topology, filterConfig, log)
   metrics.observeFilters(() => filters.tallies())
+  metrics.observeUpstream(() => ({ counts: upstream.connectionCounts, http2Open: upstream.openH2Connections }))
   const filteredWatches = new FilteredWatches()
   const watchCaches = new WatchCaches({
     upstream,

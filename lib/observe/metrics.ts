@@ -10,6 +10,7 @@ import { loggedLines } from '../log-limit.ts'
 import { registerProcessMetrics } from './build-info.ts'
 import { registerScraped, scrapeSources } from './scraped.ts'
 import type { CacheHealth, FilterTally, WatchCacheState } from './scraped.ts'
+import type { ConnectionCounts } from '../upstream/upstream.ts'
 export type { CacheHealth, FilterTally, WatchCacheState } from './scraped.ts'
 
 /** who answered: an apiserver, the cache, or the hub itself (a refusal, a Lease acknowledged offline, a 413) */
@@ -44,6 +45,8 @@ export interface Metrics extends RequestObserver, WatchCacheObserver, PoolObserv
   observeWatchCaches(read: () => WatchCacheState[]): void
   /** cache objects and bytes by component and resource, read from the store at each scrape */
   observeCache(collections: () => Collection[], health?: () => CacheHealth): void
+  /** connections to the apiservers: opened since start (by protocol, TLS resumed), HTTP/2 ones open now */
+  observeUpstream(read: () => { counts: ConnectionCounts; http2Open: number }): void
 }
 
 /**
@@ -132,6 +135,36 @@ export function createMetrics(): Metrics {
     collect(this: Counter) {
       this.reset()
       this.inc(loggedLines.suppressed)
+    },
+  })
+  let upstreamLinks: () => { counts: ConnectionCounts; http2Open: number } = () => ({ counts: { h2: 0, http1: 0, resumed: 0 }, http2Open: 0 })
+  new Counter({
+    name: 'outpost_upstream_connections_total',
+    help: 'Connections opened to the apiservers since start, by protocol (h2: each carries every request and watch of an identity; http1: a server without h2, or upgrades)',
+    labelNames: ['protocol'],
+    registers: [registry],
+    collect(this: Counter<'protocol'>) {
+      const { counts } = upstreamLinks()
+      this.reset()
+      this.inc({ protocol: 'h2' }, counts.h2)
+      this.inc({ protocol: 'http1' }, counts.http1)
+    },
+  })
+  new Counter({
+    name: 'outpost_upstream_tls_resumed_total',
+    help: 'Connections to the apiservers whose TLS session was resumed (an abbreviated handshake, as after an outage)',
+    registers: [registry],
+    collect(this: Counter) {
+      this.reset()
+      this.inc(upstreamLinks().counts.resumed)
+    },
+  })
+  new Gauge({
+    name: 'outpost_upstream_http2_connections',
+    help: "HTTP/2 connections to the apiservers open now (one per server and identity, more only past the server's stream limit)",
+    registers: [registry],
+    collect(this: Gauge) {
+      this.set(upstreamLinks().http2Open)
     },
   })
   const upstreamWatches = new Gauge({
@@ -248,6 +281,9 @@ export function createMetrics(): Metrics {
     }),
     observeFilters(read) {
       scraped.filterTallies = read
+    },
+    observeUpstream(read) {
+      upstreamLinks = read
     },
     observeCache(read, health) {
       scraped.collections = read

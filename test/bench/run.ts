@@ -12,7 +12,7 @@
 //   BENCH_HUB_NODE_ARGS node options for the hub's processes (e.g. "--cpu-prof --cpu-prof-dir=/tmp/p")
 //   BENCH_HUB_LOGS=dir  the pool group's hubs write their whole output to dir/<node>.log
 //   BENCH_ONLY=a,b      only these groups (their ids: get list watch watchers memory bundle kill disk
-//                       multiplexer attack fleet pool reboot in-process); the smoke then checks only the rows of those groups
+//                       multiplexer attack fleet pool reboot link in-process); the smoke then checks only the rows of those groups
 import { spawnSync } from 'node:child_process'
 import path from 'node:path'
 import { request } from 'undici'
@@ -32,6 +32,7 @@ import { attackRows } from './rows-attack.ts'
 import { poolRows } from './rows-pool.ts'
 import { rebootRows } from './rows-reboot.ts'
 import { smokeProblems } from './smoke.ts'
+import { linkRows } from './rows-link.ts'
 
 const smoke = process.argv.includes('--smoke')
 const quick = smoke || process.env.BENCH_QUICK === '1'
@@ -185,6 +186,13 @@ async function main(): Promise<number> {
     ...(await rebootRows(hubEntry, 'status-to-event', { ...reboot, otherServices: quick ? 10 : 50 }, progress)),
     ...(await rebootRows(hubEntry, 'status-to-event-many-slices', { ...reboot, otherServices: quick ? 200 : 1_000 }, progress)),
   ])
+  await group(rows, 'link', '14. the link to the cloud: HTTP/2 vs HTTP/1.1 (--http2=false), per-object watches, outages, relayed GETs, idle bytes', () =>
+    linkRows(
+      hubEntry,
+      { watches: [100, quick ? 300 : 1_000], outages: quick ? 1 : 3, getMs: quick ? 2_000 : 10_000, idleMs: quick ? 10_000 : 60_000 },
+      progress,
+    ),
+  )
   cleanupScratch()
   if (wanted('in-process')) {
     progress('in-process filter rows')

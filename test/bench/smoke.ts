@@ -5,6 +5,12 @@ import type { Results, Row } from './report.ts'
 
 /** Every row the bench prints, by id. */
 export const expectedRows = [
+  'link.connections',
+  'link.connections-many',
+  'link.online-after-outage',
+  'link.connections-after-outage',
+  'link.get.relayed',
+  'link.idle-bytes',
   'get.throughput',
   'get.added-p99',
   'get.cached',

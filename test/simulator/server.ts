@@ -86,6 +86,7 @@ export class ApiServerSimulator {
   private listening = false
   private closed = false
   private boundPort = 0
+  private closedSocketBytes = 0
   private readonly auth: AuthConfig
   private readonly csr: CsrController
 
@@ -304,6 +305,13 @@ export class ApiServerSimulator {
     return this.sockets.size
   }
 
+  /** Bytes on the wire (TLS included) both ways, over every connection since start: what a WAN link carries. */
+  bytesTransferred(): number {
+    let bytes = this.closedSocketBytes
+    for (const socket of this.sockets) bytes += socket.bytesRead + socket.bytesWritten
+    return bytes
+  }
+
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
@@ -328,7 +336,10 @@ export class ApiServerSimulator {
       return false
     }
     this.sockets.add(socket)
-    socket.on('close', () => this.sockets.delete(socket))
+    socket.on('close', () => {
+      this.sockets.delete(socket)
+      this.closedSocketBytes += socket.bytesRead + socket.bytesWritten
+    })
     if (this.fault !== 'blackhole') return true
     this.blackhole.hold(socket)
     return false
