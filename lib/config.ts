@@ -167,7 +167,7 @@ export const defaults: Omit<HubConfig, 'servers' | 'nodeName'> = Object.freeze({
   healthFailures: 3,
   healthSuccesses: 1,
   http2: true,
-  http2MaxStreamsPerConnection: 250,
+  http2MaxStreamsPerConnection: 1_000,
   http2ReadIdleTimeoutMs: 30_000,
   http2PingTimeoutMs: 15_000,
   watchSilenceTimeoutMs: 150_000,

@@ -5,10 +5,10 @@
 // undici's allowH2, which (7.x) destroys the socket on any GOAWAY and never times out a PING.
 import http2, { type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2'
 import tls, { type ConnectionOptions, type TLSSocket } from 'node:tls'
-import { Readable } from 'node:stream'
+import type { Readable } from 'node:stream'
 import type { EventEmitter } from 'node:events'
 
-const { NGHTTP2_CANCEL, NGHTTP2_NO_ERROR, NGHTTP2_REFUSED_STREAM } = http2.constants
+const { NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM } = http2.constants
 
 export interface H2LinkOptions {
   url: URL
@@ -81,6 +81,15 @@ class Connection {
     const tick = Math.max(50, Math.min(options.readIdleMs, options.pingTimeoutMs) / 4)
     this.timer = setInterval(() => this.checkLiveness(), tick).unref()
     session.once('close', () => clearInterval(this.timer))
+    // before node:http2's own listener, which closes the streams with no error: a consumer waiting for
+    // 'end' or 'error' would wait for ever, and one that takes 'close' for the end would take a cut body as whole
+    socket.prependListener('close', () => this.cut())
+  }
+
+  /** The connection dropped: every stream not yet complete ends with an error. */
+  private cut(): void {
+    const error = coded(`the connection to ${this.options.url.origin} closed before the response ended`, 'UND_ERR_SOCKET')
+    for (const stream of this.streams) if (!stream.closed) stream.destroy(error)
   }
 
   get usable(): boolean {
@@ -136,7 +145,6 @@ export class H2Link {
       } catch (error) {
         // a stream the server refused, or a GOAWAY that raced it, was never acted on
         if (!(error instanceof RefusedStream) || attempt >= 2) throw error instanceof RefusedStream ? coded(error.message, 'UND_ERR_SOCKET') : error
-        connection.draining = true
       }
     }
   }
@@ -244,9 +252,9 @@ export class H2Link {
   private send(connection: Connection, req: LinkRequest): Promise<LinkResponse> {
     if (req.signal?.aborted) return Promise.reject(coded('the request was aborted', 'UND_ERR_ABORTED'))
     const headers: Record<string, string | string[]> = { ':method': req.method, ':path': req.path }
-    for (const [name, value] of Object.entries(req.headers)) {
+    for (const name in req.headers) {
       const lower = name.toLowerCase()
-      if (!connectionHeaders.has(lower)) headers[lower] = value
+      if (!connectionHeaders.has(lower)) headers[lower] = req.headers[name]
     }
     let stream: ClientHttp2Stream
     try {
@@ -255,14 +263,16 @@ export class H2Link {
       return Promise.reject(new RefusedStream(`HTTP/2 stream not opened: ${(error as Error).message}`))
     }
     connection.streams.add(stream)
-    stream.once('close', () => {
-      connection.streams.delete(stream)
-      this.closeIfSpare(connection)
-    })
     if (req.body) stream.end(req.body)
 
     return new Promise<LinkResponse>((resolve, reject) => {
       let answered = false
+      const fail = (error: Error) => {
+        if (answered) return
+        answered = true
+        clearTimeout(timer)
+        reject(error)
+      }
       const timer =
         req.headersTimeoutMs > 0
           ? setTimeout(() => {
@@ -270,21 +280,24 @@ export class H2Link {
               fail(coded(`no response headers in ${req.headersTimeoutMs} ms`, 'UND_ERR_HEADERS_TIMEOUT'))
             }, req.headersTimeoutMs)
           : undefined
-      const abort = () => {
+      const undoAbort = onAbort(req.signal, () => {
         stream.close(NGHTTP2_CANCEL)
         fail(coded('the request was aborted', 'UND_ERR_ABORTED'))
-      }
-      stream.once('close', onAbort(req.signal, abort))
-      const fail = (error: Error) => {
-        if (answered) return
-        answered = true
-        clearTimeout(timer)
-        reject(error)
-      }
-      stream.once('error', error => fail(stream.rstCode === NGHTTP2_REFUSED_STREAM ? new RefusedStream(error.message) : brokenStream(error)))
+      })
       stream.once('close', () => {
-        if (stream.rstCode === NGHTTP2_REFUSED_STREAM) fail(new RefusedStream('the server refused the stream'))
-        else fail(coded('the HTTP/2 stream closed before its response', 'UND_ERR_SOCKET'))
+        connection.streams.delete(stream)
+        this.closeIfSpare(connection)
+        undoAbort()
+        if (answered) return
+        fail(
+          stream.rstCode === NGHTTP2_REFUSED_STREAM
+            ? new RefusedStream('the server refused the stream')
+            : coded('the HTTP/2 stream closed before its response', 'UND_ERR_SOCKET'),
+        )
+      })
+      // on, not once: a stream may report more than one error, and one before its response has no other listener
+      stream.on('error', error => {
+        if (!answered) fail(stream.rstCode === NGHTTP2_REFUSED_STREAM ? new RefusedStream(error.message) : brokenStream(error))
       })
       stream.once('response', (head: IncomingHttpHeaders) => {
         if (answered) return
@@ -292,7 +305,7 @@ export class H2Link {
         clearTimeout(timer)
         if (req.bodyTimeoutMs > 0)
           stream.setTimeout(req.bodyTimeoutMs, () => stream.destroy(coded(`body silent for ${req.bodyTimeoutMs} ms`, 'UND_ERR_BODY_TIMEOUT')))
-        resolve({ statusCode: Number(head[':status']), headers: plainHeaders(head), body: new StreamBody(stream) })
+        resolve({ statusCode: Number(head[':status']), headers: plainHeaders(head), body: stream })
       })
     })
   }
@@ -338,32 +351,4 @@ function plainHeaders(head: IncomingHttpHeaders): Record<string, string | string
   const headers: Record<string, string | string[] | undefined> = {}
   for (const [name, value] of Object.entries(head)) if (name[0] !== ':') headers[name] = value
   return headers
-}
-
-/**
- * A response body that ends only when the stream closed cleanly: node:http2 ends a stream's readable
- * side when its connection drops, and a cut list must not look whole.
- */
-class StreamBody extends Readable {
-  constructor(private readonly stream: ClientHttp2Stream) {
-    super()
-    stream.on('data', chunk => {
-      if (!this.push(chunk)) stream.pause()
-    })
-    stream.once('error', error => this.destroy(brokenStream(error)))
-    stream.once('close', () => {
-      if (this.destroyed) return
-      if (stream.readableEnded && stream.rstCode === NGHTTP2_NO_ERROR) this.push(null)
-      else this.destroy(coded(`the HTTP/2 stream was reset (code ${stream.rstCode}) before its response ended`, 'UND_ERR_SOCKET'))
-    })
-  }
-
-  override _read(): void {
-    this.stream.resume()
-  }
-
-  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    if (!this.stream.closed) this.stream.close(NGHTTP2_CANCEL)
-    callback(error)
-  }
 }

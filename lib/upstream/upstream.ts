@@ -52,7 +52,7 @@ export interface UpstreamOptions {
   onResult?: (server: URL, ok: boolean, reason?: string) => void
   /** HTTP/2 where the server offers it (default true); false: HTTP/1.1, a connection per watch */
   http2?: boolean
-  /** streams on one HTTP/2 connection at most (default 250, Go's), fewer when the server says so */
+  /** streams on one HTTP/2 connection at most (default 1000), fewer when the server says so (Go's default: 250) */
   maxStreamsPerConnection?: number
   /** silence on an HTTP/2 connection before a PING (default 30 s), and how long its answer may take (15 s) */
   readIdleMs?: number
@@ -159,7 +159,7 @@ export class Upstream {
       url,
       tlsOptions: () => tlsOptionsFor(url, this.credentials, withClientCert),
       connectTimeoutMs: this.options.connectTimeoutMs ?? 5_000,
-      maxStreamsPerConnection: this.options.maxStreamsPerConnection ?? 250,
+      maxStreamsPerConnection: this.options.maxStreamsPerConnection ?? 1_000,
       readIdleMs: this.options.readIdleMs ?? 30_000,
       pingTimeoutMs: this.options.pingTimeoutMs ?? 15_000,
       onDead: reason => this.options.onLinkDead?.(url, reason),
@@ -188,7 +188,9 @@ export class Upstream {
   }
 
   private createPool(url: URL, withClientCert: boolean): Pool {
-    return new Pool(url.origin, { connections: null, ...this.connectionOptions(url, withClientCert) })
+    const pool = new Pool(url.origin, { connections: null, ...this.connectionOptions(url, withClientCert) })
+    pool.on('connect', () => this.connectionCounts.http1++)
+    return pool
   }
 
   /**
@@ -198,6 +200,7 @@ export class Upstream {
    */
   private async requestOnOwnConnection(url: URL, withClientCert: boolean, options: Dispatcher.RequestOptions) {
     const client = new Client(url.origin, this.connectionOptions(url, withClientCert))
+    client.on('connect', () => this.connectionCounts.http1++)
     try {
       const res = await client.request({ ...options, reset: true })
       res.body.once('close', () => void client.destroy())

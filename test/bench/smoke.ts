@@ -10,6 +10,7 @@ export const expectedRows = [
   'link.online-after-outage',
   'link.connections-after-outage',
   'link.get.relayed',
+  'link.get.relayed-cpu',
   'link.idle-bytes',
   'get.throughput',
   'get.added-p99',

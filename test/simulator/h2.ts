@@ -65,6 +65,8 @@ class HoldableStream extends Duplex {
 export interface Http2Options {
   /** SETTINGS_MAX_CONCURRENT_STREAMS (Go's default: 250) */
   maxConcurrentStreams?: number
+  /** false: h2 reads its TLS sockets natively (faster; a blackhole cannot silence them) */
+  holdable?: boolean
 }
 
 /** The h2 side of a simulator: counts connections and streams, holds and drains them on command. */
@@ -99,9 +101,11 @@ export class Http2Side {
         return
       }
       this.connectionsAccepted++
-      const stream = new HoldableStream(socket)
-      this.streams.add(stream)
-      stream.once('close', () => this.streams.delete(stream))
+      const stream = options.holdable === false ? socket : new HoldableStream(socket)
+      if (stream instanceof HoldableStream) {
+        this.streams.add(stream)
+        stream.once('close', () => this.streams.delete(stream))
+      }
       const remember = (session: ServerHttp2Session) => sessionSockets.set(session, socket)
       this.server.once('session', remember) // emitted synchronously, for this connection
       this.server.emit('connection', stream)
