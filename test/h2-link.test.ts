@@ -40,6 +40,7 @@ function readBody(body: Readable): Promise<{ bytes: number; ended: 'end' | 'erro
 
 async function h2Server(t: { teardown(fn: () => unknown): void }) {
   let refused = 0
+  let open = 0
   const server = http2.createSecureServer({ key: pki.server.key, cert: pki.server.cert })
   // the TLS sockets themselves: a dropped link, not a session the server closes
   const sockets = new Set<import('node:tls').TLSSocket>()
@@ -64,6 +65,12 @@ async function h2Server(t: { teardown(fn: () => unknown): void }) {
       const timer = setInterval(() => stream.write('{"type":"MODIFIED"}\n'), 20)
       stream.once('close', () => clearInterval(timer))
       setTimeout(dropAll, 150)
+    } else if (path === '/watch-forever') {
+      open++
+      stream.once('close', () => open--)
+      stream.respond({ ':status': 200, 'content-type': 'application/json' })
+      const timer = setInterval(() => stream.write('{"type":"BOOKMARK"}\n'), 20)
+      stream.once('close', () => clearInterval(timer))
     } else if (path === '/refuse-once' && refused++ === 0) {
       stream.close(http2.constants.NGHTTP2_REFUSED_STREAM)
     } else if (path === '/hold') {
@@ -78,7 +85,7 @@ async function h2Server(t: { teardown(fn: () => unknown): void }) {
   server.listen(0, '127.0.0.1')
   await once(server, 'listening')
   t.teardown(() => new Promise(resolve => server.close(resolve)))
-  return { url: `https://127.0.0.1:${(server.address() as { port: number }).port}`, refusedCount: () => refused }
+  return { url: `https://127.0.0.1:${(server.address() as { port: number }).port}`, refusedCount: () => refused, openStreams: () => open }
 }
 
 t.test('a whole body ends; a body cut by a dropped connection is an error, not a short body', async t => {
@@ -124,6 +131,21 @@ t.test('a refused stream is sent again; an abort cancels only its own stream', a
 
   const early = Object.assign(new EventEmitter(), { aborted: true })
   await t.rejects(get(l, '/ok', early), { code: 'UND_ERR_ABORTED' }, 'an aborted request is not sent')
+})
+
+t.test('a body destroyed before it is read ends its stream at the server, and the link goes on', async t => {
+  const server = await h2Server(t)
+  const l = link(server.url)
+  t.teardown(() => l.close())
+  for (let i = 0; i < 5; i++) {
+    const res = await get(l, '/watch-forever')
+    res.body.destroy() // a watch interrupted as it began (the reflector's source changed)
+  }
+  await new Promise(resolve => setTimeout(resolve, 100))
+  t.equal(server.openStreams(), 0, 'the server closed every stream')
+  const next = await get(l, '/ok')
+  t.equal(next.statusCode, 200, 'the next request is answered')
+  t.same(await readBody(next.body), { bytes: 2, ended: 'end' })
 })
 
 t.test('a server that offers no h2 is told apart; one that is not there is a connection error', async t => {

@@ -5,7 +5,7 @@
 // undici's allowH2, which (7.x) destroys the socket on any GOAWAY and never times out a PING.
 import http2, { type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2'
 import tls, { type ConnectionOptions, type TLSSocket } from 'node:tls'
-import type { Readable } from 'node:stream'
+import { Readable } from 'node:stream'
 import type { EventEmitter } from 'node:events'
 
 const { NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM } = http2.constants
@@ -305,7 +305,7 @@ export class H2Link {
         clearTimeout(timer)
         if (req.bodyTimeoutMs > 0)
           stream.setTimeout(req.bodyTimeoutMs, () => stream.destroy(coded(`body silent for ${req.bodyTimeoutMs} ms`, 'UND_ERR_BODY_TIMEOUT')))
-        resolve({ statusCode: Number(head[':status']), headers: plainHeaders(head), body: stream })
+        resolve({ statusCode: Number(head[':status']), headers: plainHeaders(head), body: new StreamBody(stream) })
       })
     })
   }
@@ -351,4 +351,29 @@ function plainHeaders(head: IncomingHttpHeaders): Record<string, string | string
   const headers: Record<string, string | string[] | undefined> = {}
   for (const [name, value] of Object.entries(head)) if (name[0] !== ':') headers[name] = value
   return headers
+}
+
+/**
+ * The body handed on: a Readable of its own over the stream, as undici's body is over its socket.
+ * Destroying it resets the stream (CANCEL) at once. Handing on the bare stream instead, a follower's
+ * shared caches stopped watching after a pool's leader handed over (test/pool-handover.test.ts).
+ */
+class StreamBody extends Readable {
+  constructor(private readonly stream: ClientHttp2Stream) {
+    super()
+    stream.on('data', chunk => {
+      if (!this.push(chunk)) stream.pause()
+    })
+    stream.once('error', error => this.destroy(error))
+    stream.once('end', () => this.push(null))
+  }
+
+  override _read(): void {
+    this.stream.resume()
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    if (!this.stream.closed) this.stream.close(NGHTTP2_CANCEL)
+    callback(error)
+  }
 }
