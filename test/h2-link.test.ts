@@ -40,6 +40,7 @@ function readBody(body: Readable): Promise<{ bytes: number; ended: 'end' | 'erro
 
 async function h2Server(t: { teardown(fn: () => unknown): void }) {
   let refused = 0
+  let died = 0
   let open = 0
   const server = http2.createSecureServer({ key: pki.server.key, cert: pki.server.cert })
   // the TLS sockets themselves: a dropped link, not a session the server closes
@@ -71,6 +72,8 @@ async function h2Server(t: { teardown(fn: () => unknown): void }) {
       stream.respond({ ':status': 200, 'content-type': 'application/json' })
       const timer = setInterval(() => stream.write('{"type":"BOOKMARK"}\n'), 20)
       stream.once('close', () => clearInterval(timer))
+    } else if (path === '/die-once' && died++ === 0) {
+      dropAll() // the connection dies with the request unanswered
     } else if (path === '/refuse-once' && refused++ === 0) {
       stream.close(http2.constants.NGHTTP2_REFUSED_STREAM)
     } else if (path === '/hold') {
@@ -85,7 +88,13 @@ async function h2Server(t: { teardown(fn: () => unknown): void }) {
   server.listen(0, '127.0.0.1')
   await once(server, 'listening')
   t.teardown(() => new Promise(resolve => server.close(resolve)))
-  return { url: `https://127.0.0.1:${(server.address() as { port: number }).port}`, refusedCount: () => refused, openStreams: () => open }
+  return {
+    url: `https://127.0.0.1:${(server.address() as { port: number }).port}`,
+    refusedCount: () => refused,
+    openStreams: () => open,
+    resets: () => resets,
+    reset: () => (died = 0),
+  }
 }
 
 t.test('a whole body ends; a body cut by a dropped connection is an error, not a short body', async t => {
@@ -146,6 +155,18 @@ t.test('a body destroyed before it is read ends its stream at the server, and th
   const next = await get(l, '/ok')
   t.equal(next.statusCode, 200, 'the next request is answered')
   t.same(await readBody(next.body), { bytes: 2, ended: 'end' })
+})
+
+t.test('a connection that dies before the answer: a read is asked again on a new one, a write is not', async t => {
+  const server = await h2Server(t)
+  const l = link(server.url)
+  t.teardown(() => l.close())
+  const read = await get(l, '/die-once')
+  t.equal(read.statusCode, 200, 'the GET is answered on a new connection')
+  await readBody(read.body)
+  const write = l.request({ method: 'POST', path: '/die-once', headers: {}, body: Buffer.from('{}'), headersTimeoutMs: 5_000, bodyTimeoutMs: 0 })
+  server.reset()
+  await t.rejects(write, { code: 'UND_ERR_SOCKET' }, 'a POST may have been applied: it fails, saying so')
 })
 
 t.test('a server that offers no h2 is told apart; one that is not there is a connection error', async t => {

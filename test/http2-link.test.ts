@@ -96,6 +96,26 @@ t.test('a GOAWAY lets the open watches finish and moves new streams to a new con
   t.equal(h.hub.health.state, 'online', 'a GOAWAY is not an outage')
 })
 
+t.test('2,000 relayed GETs on one connection: a response read to its end sends no RST_STREAM, which a server guarding against rapid reset counts', async t => {
+  const h = await startHarness({ secure: true, demo: true, simulator: { tokens: ['user-token'], http2: { holdable: false } } })
+  t.teardown(() => h.close())
+  await eventually(() => h.hub.topology.known, 10_000, 'topology')
+  const headers = { 'user-agent': 'kubectl/v1.32.0', authorization: 'Bearer user-token' }
+  const codes = new Map<number, number>()
+  for (let i = 0; i < 2_000; i += 20) {
+    await Promise.all(
+      Array.from({ length: 20 }, async () => {
+        const res = await request(`${h.url}/api/v1/namespaces/default/services/kubernetes`, { headers })
+        await res.body.dump()
+        codes.set(res.statusCode, (codes.get(res.statusCode) ?? 0) + 1)
+      }),
+    )
+  }
+  t.same(Object.fromEntries(codes), { 200: 2_000 }, 'every one answered')
+  // node:http2's server closes a session after about a thousand resets: the node's and the token's connections are all there were
+  t.equal(h.simulator.http2!.connectionsAccepted, 2, 'no connection was closed on the hub')
+})
+
 t.test('a server that does not offer h2 gets HTTP/1.1', async t => {
   const h = await startHarness({ secure: true, demo: true, simulator: { http2: false } })
   t.teardown(() => h.close())
@@ -115,7 +135,7 @@ t.test('a link gone silent: its PING unanswered ends every stream on it at once,
     secure: true,
     demo: true,
     // the probes alone would take a minute: only the PING can tell
-    config: { http2ReadIdleTimeoutMs: 300, http2PingTimeoutMs: 500, healthIntervalMs: 60_000, healthTimeoutMs: 60_000 },
+    config: { http2ReadIdleTimeoutMs: 500, http2PingTimeoutMs: 2_000, healthIntervalMs: 60_000, healthTimeoutMs: 60_000 },
   })
   t.teardown(() => h.close())
   await eventually(() => h.hub.topology.known, 10_000, 'topology')

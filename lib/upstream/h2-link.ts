@@ -63,6 +63,13 @@ function coded(message: string, code: string): Error {
 /** A stream the server never began (REFUSED_STREAM, or a session past its GOAWAY): safe to send again. */
 class RefusedStream extends Error {}
 
+/** The connection died before the response: a read is sent again on another, as Go's transport does. */
+class LostConnection extends Error {
+  readonly code = 'UND_ERR_SOCKET'
+}
+
+const idempotent = new Set(['GET', 'HEAD', 'OPTIONS'])
+
 class Connection {
   readonly streams = new Set<ClientHttp2Stream>()
   draining = false
@@ -143,8 +150,9 @@ export class H2Link {
       try {
         return await this.send(connection, req)
       } catch (error) {
-        // a stream the server refused, or a GOAWAY that raced it, was never acted on
-        if (!(error instanceof RefusedStream) || attempt >= 2) throw error instanceof RefusedStream ? coded(error.message, 'UND_ERR_SOCKET') : error
+        // a stream the server refused, or a GOAWAY that raced it, was never acted on; a read may be asked again
+        const again = error instanceof RefusedStream || (error instanceof LostConnection && idempotent.has(req.method))
+        if (!again || attempt >= 2) throw error instanceof RefusedStream ? coded(error.message, 'UND_ERR_SOCKET') : error
       }
     }
   }
@@ -289,15 +297,16 @@ export class H2Link {
         this.closeIfSpare(connection)
         undoAbort()
         if (answered) return
-        fail(
-          stream.rstCode === NGHTTP2_REFUSED_STREAM
-            ? new RefusedStream('the server refused the stream')
-            : coded('the HTTP/2 stream closed before its response', 'UND_ERR_SOCKET'),
-        )
+        if (stream.rstCode === NGHTTP2_REFUSED_STREAM) fail(new RefusedStream('the server refused the stream'))
+        else if (connection.session.destroyed) fail(new LostConnection('the connection closed before the response'))
+        else fail(coded('the HTTP/2 stream closed before its response', 'UND_ERR_SOCKET'))
       })
       // on, not once: a stream may report more than one error, and one before its response has no other listener
       stream.on('error', error => {
-        if (!answered) fail(stream.rstCode === NGHTTP2_REFUSED_STREAM ? new RefusedStream(error.message) : brokenStream(error))
+        if (answered) return
+        if (stream.rstCode === NGHTTP2_REFUSED_STREAM) fail(new RefusedStream(error.message))
+        else if (connection.session.destroyed) fail(new LostConnection(error.message))
+        else fail(brokenStream(error))
       })
       stream.once('response', (head: IncomingHttpHeaders) => {
         if (answered) return
@@ -373,7 +382,9 @@ class StreamBody extends Readable {
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    if (!this.stream.closed) this.stream.close(NGHTTP2_CANCEL)
+    // a response read to its end closes by itself: a needless RST_STREAM per request is what a
+    // server's rapid-reset guard counts (node:http2's closed the session after about a thousand)
+    if (!this.stream.closed && !this.stream.readableEnded) this.stream.close(NGHTTP2_CANCEL)
     callback(error)
   }
 }
