@@ -92,7 +92,6 @@ async function h2Server(t: { teardown(fn: () => unknown): void }) {
     url: `https://127.0.0.1:${(server.address() as { port: number }).port}`,
     refusedCount: () => refused,
     openStreams: () => open,
-    resets: () => resets,
     reset: () => (died = 0),
   }
 }
