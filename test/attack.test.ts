@@ -90,7 +90,13 @@ await kubeletGet()
 await proxyEvent()
 // the idle figure: cache full, first requests served, a moment to settle
 await sleep(2_000)
-const idleRss = hub.rssMiB()
+// the most of a second's samples: a single one can land just after V8 gave memory back (216 MiB
+// once in CI against 236-244 here), and the bound would then hold the attack to less than it allows
+const idleRss = await (async () => {
+  let most = 0
+  for (let i = 0; i < 5; i++, await sleep(200)) most = Math.max(most, hub.rssMiB())
+  return most
+})()
 const idleConnections = hub.connections()
 const metricLines = async () => (await hub.metrics()).split('\n').filter(l => l !== '' && !l.startsWith('#')).length
 const idleMetrics = await metricLines()
