@@ -92,14 +92,21 @@ async function h2Server(t: { teardown(fn: () => unknown): void }) {
     url: `https://127.0.0.1:${(server.address() as { port: number }).port}`,
     refusedCount: () => refused,
     openStreams: () => open,
-    reset: () => (died = 0),
+    /** the next /die-once drops its connection again */
+    dieAgain: () => (died = 0),
   }
 }
 
-t.test('a whole body ends; a body cut by a dropped connection is an error, not a short body', async t => {
+/** The misbehaving server and a link to it, closed with the test. */
+async function linkToServer(t: { teardown(fn: () => unknown): void }) {
   const server = await h2Server(t)
   const l = link(server.url)
   t.teardown(() => l.close())
+  return { server, l }
+}
+
+t.test('a whole body ends; a body cut by a dropped connection is an error, not a short body', async t => {
+  const { l } = await linkToServer(t)
   const whole = await get(l, '/whole')
   t.equal(whole.statusCode, 200)
   t.same(await readBody(whole.body), { bytes: 300_000, ended: 'end' }, 'all of it, and a clean end')
@@ -116,9 +123,7 @@ t.test('a whole body ends; a body cut by a dropped connection is an error, not a
 })
 
 t.test('a refused stream is sent again; an abort cancels only its own stream', async t => {
-  const server = await h2Server(t)
-  const l = link(server.url)
-  t.teardown(() => l.close())
+  const { server, l } = await linkToServer(t)
   const res = await get(l, '/refuse-once')
   t.equal(res.statusCode, 200, 'answered on the second try')
   t.equal(server.refusedCount(), 2, 'sent twice')
@@ -132,6 +137,7 @@ t.test('a refused stream is sent again; an abort cancels only its own stream', a
   signal.emit('abort')
   aborted.body.destroy()
   t.equal(l.openConnections, 1, 'one connection')
+  t.notOk(held.body.destroyed, 'the other stream on it is still open')
   const next = await get(l, '/ok')
   t.equal(next.statusCode, 200, 'the connection still carries requests')
   await readBody(next.body)
@@ -142,9 +148,7 @@ t.test('a refused stream is sent again; an abort cancels only its own stream', a
 })
 
 t.test('a body destroyed before it is read ends its stream at the server, and the link goes on', async t => {
-  const server = await h2Server(t)
-  const l = link(server.url)
-  t.teardown(() => l.close())
+  const { server, l } = await linkToServer(t)
   for (let i = 0; i < 5; i++) {
     const res = await get(l, '/watch-forever')
     res.body.destroy() // a watch interrupted as it began (the reflector's source changed)
@@ -157,14 +161,12 @@ t.test('a body destroyed before it is read ends its stream at the server, and th
 })
 
 t.test('a connection that dies before the answer: a read is asked again on a new one, a write is not', async t => {
-  const server = await h2Server(t)
-  const l = link(server.url)
-  t.teardown(() => l.close())
+  const { server, l } = await linkToServer(t)
   const read = await get(l, '/die-once')
   t.equal(read.statusCode, 200, 'the GET is answered on a new connection')
   await readBody(read.body)
   const write = l.request({ method: 'POST', path: '/die-once', headers: {}, body: Buffer.from('{}'), headersTimeoutMs: 5_000, bodyTimeoutMs: 0 })
-  server.reset()
+  server.dieAgain()
   await t.rejects(write, { code: 'UND_ERR_SOCKET' }, 'a POST may have been applied: it fails, saying so')
 })
 

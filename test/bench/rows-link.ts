@@ -3,7 +3,6 @@
 // process that speaks h2 as kube-apiserver does. Connections held for kubelet's per-object watches,
 // how soon the hub is online after an outage and with how many handshakes, relayed GET throughput,
 // and the bytes an idle node puts on the WAN.
-import { writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { request } from 'undici'
 import { ApiServerSimulator } from '../simulator/index.ts'
@@ -163,7 +162,6 @@ export async function linkRows(entry: string, counts: LinkCounts, progress: (wha
     await bench.sim.close()
   }
   const { h2, http1 } = figures
-  writeFileSync(path.join(scratch(), 'link.json'), JSON.stringify(figures))
   const base = (id: string, name: string, unit: string, note?: string) => ({ id: `link.${id}`, name, unit, baselineLabel: 'HTTP/1.1', note })
   return [
     figureRow(
