@@ -101,3 +101,41 @@ t.test('with *, made-up User-Agents get at most maxCachedComponents caches; the 
   t.notOk(read(`agent-${maxCachedComponents}`), 'later ones are relayed, not cached')
   t.ok(read('kubelet'), 'a component named in --cache-components always is')
 })
+
+t.test('a recorded WatchList watch replaces its scope at the end of its initial events; one from an apiserver without WatchList does not', async t => {
+  const kubelet = 'kubelet/v1.35.0 (linux/amd64) kubernetes/0'
+  const configMap = (name: string, rv: number) => ({
+    kind: 'ConfigMap',
+    apiVersion: 'v1',
+    metadata: { name, namespace: 'ns', resourceVersion: String(rv) },
+    data: {},
+  })
+  const frame = (type: string, object: object) => Buffer.from(JSON.stringify({ type, object }) + '\n')
+  const end = (rv: number) =>
+    frame('BOOKMARK', { kind: 'ConfigMap', apiVersion: 'v1', metadata: { resourceVersion: String(rv), annotations: { 'k8s.io/initial-events-end': 'true' } } })
+  const listPath = '/api/v1/namespaces/ns/configmaps'
+  const watchPath = `${listPath}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true`
+  const setup = async () => {
+    const store = new CacheStore(undefined, log)
+    const recorder = new Recorder(store, log)
+    const list = classify('GET', listPath, kubelet)
+    const body = { kind: 'ConfigMapList', apiVersion: 'v1', metadata: { resourceVersion: '10' }, items: ['a', 'b', 'gone'].map(n => configMap(n, 5)) }
+    await recorder.recordListPage(list, 'json', Buffer.from(JSON.stringify(body)))
+    const names = async () => (await store.list(resourceKeyOf(list), scopeOf(list)))!.items.map(o => o.name).sort()
+    t.same(await names(), ['a', 'b', 'gone'], 'listed first')
+    return { store, recorder, watch: recorder.watch(classify('GET', watchPath, kubelet), 'json'), names, list }
+  }
+
+  const withList = await setup()
+  for (const f of [frame('ADDED', configMap('a', 5)), frame('ADDED', configMap('b', 12)), end(20)]) await withList.watch.record(f)
+  t.same(await withList.names(), ['a', 'b'], 'deleted while nobody watched: gone once the initial events end')
+  t.equal((await withList.store.get(resourceKeyOf(withList.list), 'ns', 'b'))?.resourceVersion, '12', 'each object as its initial event had it')
+  t.equal((await withList.store.list(resourceKeyOf(withList.list), scopeOf(withList.list)))!.complete, true, 'the scope is whole')
+
+  // v1.24 ignores sendInitialEvents: the state, then changes, and no end; a stray end after a change replaces nothing
+  const without = await setup()
+  for (const f of [frame('ADDED', configMap('a', 5)), frame('ADDED', configMap('b', 5)), frame('MODIFIED', configMap('b', 13)), end(20)])
+    await without.watch.record(f)
+  t.same(await without.names(), ['a', 'b', 'gone'], 'no list was seen: nothing is taken for deleted')
+  t.equal((await without.store.get(resourceKeyOf(without.list), 'ns', 'b'))?.resourceVersion, '13', 'the change recorded')
+})

@@ -3,7 +3,7 @@
 // present: a list read at a past resourceVersion is relayed, never kept as the scope. A recording
 // failure is logged and never fails the client's request: the cache is a copy, the answer is the
 // apiserver's.
-import { resourceKeyOf } from './types.ts'
+import { objectKey, resourceKeyOf } from './types.ts'
 import { scopeOf } from './scope.ts'
 import { listStatesPresent } from '../api/requestinfo.ts'
 import type { Logger } from 'pino'
@@ -243,12 +243,15 @@ export class Recorder {
  * One watch's recording. A WatchList watch (`sendInitialEvents=true`, client-go 1.35's default)
  * opens with the scope's whole state as ADDED events, closed by a BOOKMARK annotated
  * k8s.io/initial-events-end: that much is a list, and replaces the scope as one does (objects
- * deleted while nobody watched leave the cache). A watch that starts "from now" (no
- * resourceVersion, or 0) after the scope was listed skips whatever was deleted in between: the
- * scope is no longer known whole until it is listed again.
+ * deleted while nobody watched leave the cache). Only the names of the initial objects are held
+ * until then (each object is in the store already): an apiserver without WatchList (before 1.27)
+ * sends the state with no end, and 20 such watches of a 12.5 MB scope must not hold 20 copies of
+ * it. An event other than ADDED before the end says the end will not come. A watch that starts
+ * "from now" (no resourceVersion, or 0) after the scope was listed skips whatever was deleted in
+ * between: the scope is no longer known whole until it is listed again.
  */
 export class WatchRecording {
-  private initial: CachedObject[] | undefined
+  private initial: { namespace: string; name: string }[] | undefined
   private started = false
 
   constructor(
@@ -275,21 +278,36 @@ export class WatchRecording {
     if (!this.started) await this.start().catch(() => {})
     const event = await this.recorder.recordEvent(this.info, this.format, frame, this.scope)
     if (!this.initial || !event) return
-    if (event.type === 'ADDED' && event.object) this.initial.push(event.object)
-    if (event.type === 'BOOKMARK' && event.initialEventsEnd) {
-      const items = this.initial
+    if (event.type === 'ADDED' && event.object) this.initial.push({ namespace: event.object.namespace, name: event.object.name })
+    else if (event.type === 'MODIFIED' || event.type === 'DELETED') this.initial = undefined
+    else if (event.type === 'BOOKMARK' && event.initialEventsEnd) {
+      const names = this.initial
       this.initial = undefined
-      const key = resourceKeyOf(this.info)
-      const collection = this.recorder.store.collection(key)
-      const first = items[0]
-      await this.recorder.store
-        .replaceScope(key, this.scope, {
-          items,
-          kind: first?.kind ?? collection.kind,
-          apiVersion: first?.apiVersion ?? collection.apiVersion,
-          resourceVersion: event.resourceVersion ?? '',
-        })
-        .catch(() => {})
+      await this.replaceWith(names, event.resourceVersion ?? '').catch(error =>
+        this.recorder.store
+          .invalidateScope(resourceKeyOf(this.info), this.scope, `the initial events could not be recorded (${(error as Error).message})`)
+          .catch(() => {}),
+      )
     }
+  }
+
+  /** The scope is what the initial events named, each as the store holds it; not whole if one of them is not held. */
+  private async replaceWith(names: { namespace: string; name: string }[], resourceVersion: string): Promise<void> {
+    const key = resourceKeyOf(this.info)
+    const store = this.recorder.store
+    const items: CachedObject[] = []
+    for (const { namespace, name } of names) {
+      const object = await store.get(key, namespace, name)
+      if (!object) return store.invalidateScope(key, this.scope, `${objectKey(namespace, name)} of the initial events is not cached`)
+      items.push(object)
+    }
+    const collection = store.collection(key)
+    const first = items[0]
+    await store.replaceScope(key, this.scope, {
+      items,
+      kind: first?.kind ?? collection.kind,
+      apiVersion: first?.apiVersion ?? collection.apiVersion,
+      resourceVersion,
+    })
   }
 }

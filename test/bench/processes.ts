@@ -174,6 +174,8 @@ export class FloorProcess {
 
 export interface HubOptions {
   server: string
+  /** the hub's credentials and server from a kubeconfig (a real apiserver's), in place of --server */
+  kubeconfig?: string
   cacheDir?: string
   /** don't wait for the admin port: the caller times the start itself */
   noWait?: boolean
@@ -207,8 +209,7 @@ export class HubProcess {
     const args = [
       ...hubNodeArgs,
       entry,
-      '--server',
-      options.server,
+      ...(options.kubeconfig ? ['--kubeconfig', options.kubeconfig] : ['--server', options.server]),
       '--node-name',
       hubNode,
       '--cache-dir',

@@ -107,6 +107,8 @@ export interface Results {
   machine: { cpus: number; cpuModel: string; memoryGiB: number; node: string; loadAverage: number[] }
   counts: Record<string, number>
   simulatorSpeaksProtobuf: boolean
+  /** the real kube-apiserver binary group 15 measured against, or why it did not run */
+  realApiserver: string
   rows: Row[]
   inProcess: Row[]
 }

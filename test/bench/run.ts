@@ -12,7 +12,10 @@
 //   BENCH_HUB_NODE_ARGS node options for the hub's processes (e.g. "--cpu-prof --cpu-prof-dir=/tmp/p")
 //   BENCH_HUB_LOGS=dir  the pool group's hubs write their whole output to dir/<node>.log
 //   BENCH_ONLY=a,b      only these groups (their ids: get list watch watchers memory bundle kill disk
-//                       multiplexer attack fleet pool reboot link in-process); the smoke then checks only the rows of those groups
+//                       multiplexer attack fleet pool reboot link real in-process); the smoke then checks only the rows of those groups
+//   OUTPOST_BENCH_KUBE_APISERVER=path  a real kube-apiserver binary (../shared/tools/kube-apiserver/build.sh):
+//                       group 15 measures the hub against it (etcd from PATH); without it the group is left out and
+//                       results.json says why
 import { spawnSync } from 'node:child_process'
 import path from 'node:path'
 import { request } from 'undici'
@@ -33,6 +36,8 @@ import { poolRows } from './rows-pool.ts'
 import { rebootRows } from './rows-reboot.ts'
 import { smokeProblems } from './smoke.ts'
 import { linkRows } from './rows-link.ts'
+import { realRows } from './rows-real.ts'
+import { realApiserverEnv, realApiserverProblem } from './real-apiserver.ts'
 
 const smoke = process.argv.includes('--smoke')
 const quick = smoke || process.env.BENCH_QUICK === '1'
@@ -193,6 +198,12 @@ async function main(): Promise<number> {
       progress,
     ),
   )
+  const noRealApiserver = realApiserverProblem()
+  if (wanted('real') && noRealApiserver) progress(`15. real kube-apiserver rows left out: ${noRealApiserver}`)
+  if (!noRealApiserver)
+    await group(rows, 'real', `15. against a real kube-apiserver (${process.env[realApiserverEnv]}): reads from memory, first lists, idle RSS, WatchList`, () =>
+      realRows(hubEntry, { seconds: quick ? 1 : 4, rounds: quick ? 1 : 3, idleMs: quick ? 2_000 : 20_000, watches: quick ? 5 : 20 }, progress),
+    )
   cleanupScratch()
   if (wanted('in-process')) {
     progress('in-process filter rows')
@@ -208,6 +219,7 @@ async function main(): Promise<number> {
     machine: machine(),
     counts: { ...counts },
     simulatorSpeaksProtobuf: noProtobuf === undefined,
+    realApiserver: noRealApiserver ?? process.env[realApiserverEnv]!,
     rows,
     inProcess,
   }
