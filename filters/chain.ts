@@ -46,7 +46,20 @@ export interface ResponseFilter {
   object(format: WireFormat, apiVersion: string, kind: string, body: Buffer): Buffer | null
   /** whether an object of this kind may be dropped (else it is only ever changed, or passed as it is) */
   mayDrop(kind: string): boolean
+  /** what the filters read, as an identity that changes when it does; undefined: an answer filtered now may not be kept */
+  readonly generation?: object
+  /** Runs `make`, reporting as it goes; replay() reports the same again (an answer kept and sent once more); failed: not to be kept. */
+  recording?<T>(make: () => T): Recorded<T>
 }
+
+export interface Recorded<T> {
+  value: T
+  failed: boolean
+  replay(): void
+}
+
+/** Per step: how many objects it ran on, changed and dropped, and the last of each, to be told again. */
+type Tallied = Map<string, { ran: number; changed: number; dropped: number; lastChanged?: () => string; lastDropped?: () => string }>
 
 const listSuffix = /List$/
 const eventMembers = ['type', 'object']
@@ -98,6 +111,54 @@ export class FilterChain implements ResponseFilter {
 
   mayDrop(kind: string): boolean {
     return this.steps.some(step => step.drops && step.kinds.has(kind))
+  }
+
+  get generation(): object | undefined {
+    return this.shared?.()
+  }
+
+  recording<T>(make: () => T): Recorded<T> {
+    const tallied: Tallied = new Map()
+    const tally = (step: string) => {
+      let t = tallied.get(step)
+      if (!t) tallied.set(step, (t = { ran: 0, changed: 0, dropped: 0 }))
+      return t
+    }
+    const real = this.report
+    let failed = false
+    this.report = {
+      ran: step => real.ran((tally(step).ran++, step)),
+      changed: (step, what) => {
+        const t = tally(step)
+        t.changed++
+        t.lastChanged = what
+        real.changed(step, what)
+      },
+      dropped: (step, what) => {
+        const t = tally(step)
+        t.dropped++
+        t.lastDropped = what
+        real.dropped(step, what)
+      },
+      failed: (step, what, error) => {
+        failed = true
+        real.failed(step, what, error)
+      },
+    }
+    let value: T
+    try {
+      value = make()
+    } finally {
+      this.report = real
+    }
+    const replay = () => {
+      for (const [step, t] of tallied) {
+        for (let i = 0; i < t.ran; i++) this.report.ran(step)
+        for (let i = 0; i < t.changed; i++) this.report.changed(step, t.lastChanged!)
+        for (let i = 0; i < t.dropped; i++) this.report.dropped(step, t.lastDropped!)
+      }
+    }
+    return { value, failed, replay }
   }
 
   /** A decoded JSON object through the steps (from step `from` on, which has been told it ran) that read its kind. */

@@ -13,7 +13,7 @@ import type { ParsedScope } from './scope.ts'
 import { bodyIn } from './translate.ts'
 
 export interface Page {
-  items: CachedObject[]
+  items: readonly CachedObject[]
   continue: string
   remainingItemCount?: number
 }
@@ -22,7 +22,7 @@ export interface Page {
  * limit/continue as the apiserver pages `items`, the state at `resourceVersion` (a continue token's
  * own, for pages after the first); a first page at resourceVersion=0 reads the watch cache, which ignores limit.
  */
-export function paginate(info: RequestInfo, items: CachedObject[], resourceVersion: string, scope: ParsedScope): Page | Status {
+export function paginate(info: RequestInfo, items: readonly CachedObject[], resourceVersion: string, scope: ParsedScope): Page | Status {
   // keys in tokens are relative to the list's own prefix: a namespaced list's are bare names
   const keyOf = (o: CachedObject) => (info.namespace ? o.name : storageKey(o.namespace, o.name))
   const token = info.query.get('continue')

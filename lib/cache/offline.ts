@@ -180,7 +180,7 @@ async function selectWhole(read: OfflineRead, scope: ParsedScope): Promise<Whole
   return unlisted(read, candidates, scope)
 }
 
-function table(info: RequestInfo, items: CachedObject[], listMeta: Record<string, unknown>): unknown {
+function table(info: RequestInfo, items: readonly CachedObject[], listMeta: Record<string, unknown>): unknown {
   const include =
     info.query.get('includeObject') === 'None' || info.query.get('includeObject') === 'Object'
       ? (info.query.get('includeObject') as 'None' | 'Object')

@@ -20,6 +20,7 @@ import { selects } from './selection.ts'
 import { fieldSelectorProblem } from '../api/field-selectors.ts'
 import type { WatchCache } from './cache.ts'
 import { pastList } from './past-state.ts'
+import type { PastList } from './past-state.ts'
 import { listVersionOf } from '../cache/list-version.ts'
 import type { ListVersion } from '../cache/list-version.ts'
 import type { Status } from '../api/status.ts'
@@ -27,6 +28,8 @@ import type { WatchCaches } from './watch-caches.ts'
 import type { WatcherOptions } from './watcher.ts'
 import type { MintedRead } from '../overlay/minted.ts'
 import { proofWaitMs } from './freshness.ts'
+import type { ListBodies } from './list-bodies.ts'
+import type { ParsedScope } from '../cache/scope.ts'
 
 /** What a watch cache makes of a list or watch. */
 export type CacheRead =
@@ -73,7 +76,7 @@ const answer = (a: Answer): CacheRead => ({ kind: 'answer', answer: a })
 
 /** A list or watch from the shared watch cache of its scope and format. */
 export async function readWatchCache(
-  caches: Pick<WatchCaches, 'cacheFor'> & Partial<Pick<WatchCaches, 'latestRevision' | 'consistentRead' | 'readFloors'>>,
+  caches: Pick<WatchCaches, 'cacheFor'> & Partial<Pick<WatchCaches, 'latestRevision' | 'consistentRead' | 'readFloors' | 'listBodies'>>,
   info: RequestInfo,
   accept: string | undefined,
   options: CacheReadOptions,
@@ -141,15 +144,8 @@ export async function readWatchCache(
     return getFromWatchCache(cache, info, options.filter, cached)
   }
   if (info.verb === 'list') {
-    const snapshot = past ?? cache.snapshot()
-    const { resourceVersion } = snapshot
-    const items = selection ? snapshot.items.filter(object => selects(selection, object)) : snapshot.items
-    const page = paginate(info, items, resourceVersion.toString(), scope)
-    if (isStatus(page)) return answer(page)
-    const meta: Record<string, unknown> = { resourceVersion: resourceVersion.toString() }
-    if (page.continue) meta.continue = page.continue
-    if (page.remainingItemCount !== undefined) meta.remainingItemCount = page.remainingItemCount
-    const body = listBody(cache.format, cache.kind, cache.apiVersion, page, meta, options.filter)
+    const body = listFromCache(cache, info, scope, selection, past, options.filter, caches.listBodies)
+    if (isStatus(body)) return answer(body)
     await cache.written()
     return answer({ contentType: contentTypeOf(cache.format), body, cached })
   }
@@ -170,6 +166,43 @@ export async function readWatchCache(
       timeoutSeconds: Number(info.query.get('timeoutSeconds')) || undefined,
     },
   }
+}
+
+/**
+ * A list's body from the cache: the state now, or the past rebuilt; one page of it, through the
+ * filters. A whole list of the state now is kept as its bytes (list-bodies.ts) and written again
+ * while neither the cache nor what the filters read has changed.
+ */
+function listFromCache(
+  cache: WatchCache,
+  info: RequestInfo,
+  scope: ParsedScope,
+  selection: ParsedScope | undefined,
+  past: Extract<PastList, { kind: 'items' }> | undefined,
+  filter: ResponseFilter | undefined,
+  bodies: ListBodies | undefined,
+): Buffer | Buffer[] | Status {
+  const whole = !past && !info.query.get('continue') && (!(Number(info.query.get('limit')) > 0) || info.resourceVersion === '0')
+  const filters = filter?.generation
+  const keeps = bodies && whole && (!filter || (filters && filter.recording)) ? bodies : undefined
+  const key = `${cache.id}|${selection?.id ?? ''}|${filter?.names.join(',') ?? ''}`
+  const stamp = { generation: cache.generation, resourceVersion: cache.resourceVersion, filters }
+  const kept = keeps?.get(key, stamp)
+  if (kept) return kept
+  const snapshot = past ?? cache.snapshot()
+  const { resourceVersion } = snapshot
+  const items = selection ? snapshot.items.filter(object => selects(selection, object)) : snapshot.items
+  const page = paginate(info, items, resourceVersion.toString(), scope)
+  if (isStatus(page)) return page
+  const meta: Record<string, unknown> = { resourceVersion: resourceVersion.toString() }
+  if (page.continue) meta.continue = page.continue
+  if (page.remainingItemCount !== undefined) meta.remainingItemCount = page.remainingItemCount
+  const make = () => listBody(cache.format, cache.kind, cache.apiVersion, page, meta, filter)
+  if (!keeps) return make()
+  const made = filter?.recording ? filter.recording(make) : { value: make(), failed: false, replay: () => {} }
+  const body = Buffer.concat(made.value)
+  if (!made.failed) keeps.set(key, stamp, body, made.replay)
+  return body
 }
 
 /**

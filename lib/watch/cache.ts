@@ -81,9 +81,17 @@ function atVersion(object: CachedObject, version: bigint): CachedObject {
   return { ...object, resourceVersion: rv, body: stampedBody(object.format, object.body, rv) }
 }
 
+let caches = 0
+
 export class WatchCache implements ReflectorSink {
   /** the scope's objects, by storage key */
   readonly objects = new Map<string, CachedObject>()
+  /** this cache among the hub's, for what is kept per cache (list-bodies.ts) */
+  readonly id = ++caches
+  /** moves on with every change to `objects`: what was made from them is stale once it has */
+  generation = 0
+  /** the last snapshot's objects in order, while `generation` has not moved */
+  private sorted: { generation: number; items: CachedObject[] } | undefined
   /** the version the cache is at: its last list, event or BOOKMARK */
   resourceVersion = 0n
   /** the oldest version a watch can resume from (events after it are in the window) */
@@ -141,6 +149,7 @@ export class WatchCache implements ReflectorSink {
     if (items[0]) this.answered = items[0].format
     // labels too: what the disk gives back has them in its index, not on the object, and every selection reads them
     for (const object of items) this.objects.set(idOf(object), this.vouched(object.labels ? object : { ...object, labels: labelsOf(object) }))
+    this.generation++
     if (items[0]) this.admit(items[0].kind, items[0].apiVersion)
     this.resourceVersion = numericVersion(resourceVersion)
     this.applied = this.resourceVersion
@@ -187,6 +196,7 @@ export class WatchCache implements ReflectorSink {
       if (!first) await written
       this.objects.clear()
       for (const object of items) this.objects.set(idOf(object), object)
+      this.generation++
       this.listedAt = listVersion
       if (newHistory) return this.restart(listVersion)
       if (listVersion > this.applied) this.applied = listVersion
@@ -347,6 +357,7 @@ export class WatchCache implements ReflectorSink {
     const id = idOf(event.object)
     if (event.type === 'DELETED') this.objects.delete(id)
     else this.objects.set(id, stored)
+    this.generation++
     if (event.resourceVersion > this.resourceVersion) this.resourceVersion = event.resourceVersion
     const dropped = this.window.push(event)
     if (dropped) this.oldest = dropped.resourceVersion
@@ -354,9 +365,12 @@ export class WatchCache implements ReflectorSink {
   }
 
   /** The objects now, in the apiserver's order (storage keys), at the cache's version. */
-  snapshot(): { items: CachedObject[]; resourceVersion: bigint } {
-    const items = [...this.objects.values()].sort((a, b) => (idOf(a) < idOf(b) ? -1 : idOf(a) > idOf(b) ? 1 : 0))
-    return { items, resourceVersion: this.resourceVersion }
+  snapshot(): { items: readonly CachedObject[]; resourceVersion: bigint } {
+    if (this.sorted?.generation !== this.generation) {
+      const keyed = [...this.objects].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
+      this.sorted = { generation: this.generation, items: keyed.map(([, object]) => object) }
+    }
+    return { items: this.sorted.items, resourceVersion: this.resourceVersion }
   }
 
   /** the oldest version whose state the cache can rebuild exactly from its objects and window */

@@ -136,7 +136,7 @@ export class FilteredWatch {
    * is first needed, not here: a watch that follows a list of 10,000 slices would filter them all
    * again before its first event, and hold a filtered copy of each that no event may ever ask for.
    */
-  seed(objects: CachedObject[]): void {
+  seed(objects: readonly CachedObject[]): void {
     for (const object of objects) {
       if (object.format !== this.format) continue
       this.track(keyOf(object), object, undefined)

@@ -8,6 +8,7 @@
 // --max-list-bytes is not shared: its cache is given up at the first such list (logged, counted) and
 // the resource's reads are relayed (capped there too) for 10 minutes, then a cache is tried again. Disk: each cache writes to one
 // collection per format shared by every component (`shared-json`, `shared-protobuf`).
+import { ListBodies } from './list-bodies.ts'
 import type { Logger } from 'pino'
 import type { RequestInfo } from '../api/requestinfo.ts'
 import { encodeQuery, resourcePath } from '../api/paths.ts'
@@ -102,6 +103,8 @@ export class WatchCaches {
   private readonly probes = new WeakMap<WatchCache, RevisionProbe>()
   private readonly floors = new WeakMap<WatchCache, ReadFloors>()
   private readonly sweeper: NodeJS.Timeout
+  /** whole lists kept as the bytes written, hub-wide */
+  readonly listBodies = new ListBodies()
 
   /** the resources whose reflectors read through the pool source */
   private readonly poolWide: Set<string>
@@ -381,6 +384,7 @@ export class WatchCaches {
 
   close(): void {
     clearInterval(this.sweeper)
+    this.listBodies.clear()
     for (const { reflector } of this.caches.values()) reflector.halt()
     this.caches.clear()
   }

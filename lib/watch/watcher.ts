@@ -137,7 +137,7 @@ export class CacheWatcher implements CacheListener, RefilterableWatch {
    * The current state as ADDED events, made and written as the client takes them; then WatchList's
    * BOOKMARK, then what happened meanwhile. A client that stops taking them is cut off.
    */
-  private async sendState(items: CachedObject[], resourceVersion: bigint): Promise<void> {
+  private async sendState(items: readonly CachedObject[], resourceVersion: bigint): Promise<void> {
     const { cache, options } = this
     const tracker = this.tracker
     const format = this.format

@@ -110,6 +110,11 @@ export class RealApiserver {
     return real
   }
 
+  /** one started by hand (../shared/tools/kube-apiserver/up.sh), for experiments: stop() leaves it running */
+  static attach(url: string, kubeconfig = ''): RealApiserver {
+    return new RealApiserver(url, '', kubeconfig, [], 0)
+  }
+
   get headers(): Record<string, string> {
     return { authorization: `Bearer ${adminToken}` }
   }
@@ -166,6 +171,6 @@ export class RealApiserver {
       await once(child, 'exit')
       clearTimeout(timer)
     }
-    rmSync(this.dir, { recursive: true, force: true })
+    if (this.dir) rmSync(this.dir, { recursive: true, force: true })
   }
 }

@@ -68,7 +68,7 @@ function seedObjects(): { nodes: any[]; services: any[]; slices: any[]; bulk: an
   return { nodes: Array.from({ length: objects.nodeCount }, (_, i) => objects.node(i)), services, slices: sliceObjects, bulk }
 }
 
-async function seed(real: RealApiserver): Promise<void> {
+export async function seed(real: RealApiserver): Promise<void> {
   const seeded = seedObjects()
   for (const ns of [namespace, bulkNamespace]) await real.create(() => '/api/v1/namespaces', [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }])
   await real.create(() => '/api/v1/nodes', seeded.nodes)
