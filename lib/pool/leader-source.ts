@@ -3,8 +3,8 @@
 // and trust in exactly the certificate the Lease publishes (pinned: no CA, no name to match). When
 // the leader cannot answer (a failed dial, a refusal, a 5xx) the very same request goes to the
 // cloud at once and the owner is told, so a dead leader costs a follower's clients nothing.
-import { Client } from 'undici'
-import type { Dispatcher } from 'undici'
+import type { Client, Dispatcher } from 'undici'
+import { undici } from '../upstream/http1.ts'
 import type { PeerCertificate } from 'node:tls'
 import type { Upstream, UpstreamRequest, UpstreamResponse } from '../upstream/upstream.ts'
 import { describeError } from '../upstream/upstream.ts'
@@ -59,7 +59,8 @@ export class LeaderSource {
   }
 
   /** Each request on a connection of its own: the reflectors make few (one list, one long watch per cache). */
-  private client(): Client {
+  private async client(): Promise<Client> {
+    const { Client } = await undici()
     const { credentials } = this.options
     const expected = this.fingerprint
     const client = new Client(this.origin, {
@@ -83,7 +84,7 @@ export class LeaderSource {
 
   async request(req: UpstreamRequest): Promise<UpstreamResponse> {
     if (this.closed) return this.options.cloud.request(req)
-    const client = this.client()
+    const client = await this.client()
     const release = () => {
       this.clients.delete(client)
       void client.destroy()

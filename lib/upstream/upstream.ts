@@ -1,6 +1,7 @@
 // The hub's only way to the apiserver: keep-alive undici pools, one pair per server, tried in
 // order with failover on connection-level errors. Knows nothing about caching or filtering.
-import { Client, Pool } from 'undici'
+import type { Pool } from 'undici'
+import { undici } from './http1.ts'
 import type { Dispatcher } from 'undici'
 import type { Readable } from 'node:stream'
 import { finished } from 'node:stream/promises'
@@ -77,8 +78,8 @@ interface ServerState {
    * certificate: the apiserver authenticates x509 before bearer tokens, so presenting both would
    * turn the client's identity into the node's.
    */
-  nodePool: Pool
-  clientPool: Pool
+  nodePool?: Promise<Pool>
+  clientPool?: Promise<Pool>
   /** the same two identities over HTTP/2 (https servers only) */
   nodeLink?: H2Link
   clientLink?: H2Link
@@ -145,8 +146,6 @@ export class Upstream {
     this.states = options.servers.map(url => ({
       url,
       basePath: url.pathname.replace(/\/$/, ''),
-      nodePool: this.createPool(url, true),
-      clientPool: this.createPool(url, false),
       nodeLink: this.createLink(url, true),
       clientLink: this.createLink(url, false),
       failedUntil: 0,
@@ -187,10 +186,16 @@ export class Upstream {
     }
   }
 
-  private createPool(url: URL, withClientCert: boolean): Pool {
-    const pool = new Pool(url.origin, { connections: null, ...this.connectionOptions(url, withClientCert) })
-    pool.on('connect', () => this.connectionCounts.http1++)
-    return pool
+  /** The identity's HTTP/1.1 pool to the server, made on first use (http1.ts). */
+  private poolOf(state: ServerState, withClientCert: boolean): Promise<Pool> {
+    const make = async () => {
+      const { Pool } = await undici()
+      const pool = new Pool(state.url.origin, { connections: null, ...this.connectionOptions(state.url, withClientCert) })
+      pool.on('connect', () => this.connectionCounts.http1++)
+      return pool
+    }
+    if (withClientCert) return (state.nodePool ??= make())
+    return (state.clientPool ??= make())
   }
 
   /**
@@ -199,6 +204,7 @@ export class Upstream {
    * and after 200 watches come and go, nothing of them may remain open.
    */
   private async requestOnOwnConnection(url: URL, withClientCert: boolean, options: Dispatcher.RequestOptions) {
+    const { Client } = await undici()
     const client = new Client(url.origin, this.connectionOptions(url, withClientCert))
     client.on('connect', () => this.connectionCounts.http1++)
     try {
@@ -240,9 +246,8 @@ export class Upstream {
     this.credentials = credentials
     for (const state of this.states) {
       const old = [state.nodePool, state.clientPool]
-      state.nodePool = this.createPool(state.url, true)
-      state.clientPool = this.createPool(state.url, false)
-      for (const pool of old) void pool.close().catch(() => pool.destroy())
+      state.nodePool = state.clientPool = undefined
+      for (const pool of old) void pool?.then(p => p.close().catch(() => p.destroy()))
       state.nodeLink?.drain()
       state.clientLink?.drain()
     }
@@ -304,7 +309,7 @@ export class Upstream {
       }
     }
     if (longRunning) return this.requestOnOwnConnection(state.url, !ownCredentials, options)
-    return (ownCredentials ? state.clientPool : state.nodePool).request(options)
+    return (await this.poolOf(state, !ownCredentials)).request(options)
   }
 
   /** A JSON request of the hub's own (the CSR flows), with the node's credentials. */
@@ -393,6 +398,6 @@ export class Upstream {
 
   async close(): Promise<void> {
     for (const s of this.states) for (const link of [s.nodeLink, s.clientLink]) link?.close()
-    await Promise.all(this.states.flatMap(s => [s.nodePool.destroy(), s.clientPool.destroy()]))
+    await Promise.all(this.states.flatMap(s => [s.nodePool, s.clientPool]).map(pool => pool?.then(p => p.destroy())))
   }
 }
