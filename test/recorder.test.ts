@@ -139,3 +139,27 @@ t.test('a recorded WatchList watch replaces its scope at the end of its initial 
   t.same(await without.names(), ['a', 'b', 'gone'], 'no list was seen: nothing is taken for deleted')
   t.equal((await without.store.get(resourceKeyOf(without.list), 'ns', 'b'))?.resourceVersion, '13', 'the change recorded')
 })
+
+t.test('a get answered with the bytes the cache holds confirms them; any other answer is recorded', async t => {
+  const kubelet = 'kubelet/v1.35.0 (linux/amd64) kubernetes/0'
+  const store = new CacheStore(undefined, log)
+  const recorder = new Recorder(store, log)
+  const get = classify('GET', '/api/v1/namespaces/ns/configmaps/settings', kubelet)
+  const key = resourceKeyOf(get)
+  const body = (rv: number, value: string) =>
+    Buffer.from(
+      JSON.stringify({ kind: 'ConfigMap', apiVersion: 'v1', metadata: { name: 'settings', namespace: 'ns', resourceVersion: String(rv) }, data: { value } }),
+    )
+  t.equal(store.confirms(key, 'ns', 'settings', body(5, 'a')), false, 'nothing held: nothing to confirm')
+  await recorder.recordObject(get, 'json', body(5, 'a'))
+  t.equal((await store.get(key, 'ns', 'settings'))?.resourceVersion, '5', 'the first answer recorded')
+  const collection = store.find(key)!
+  collection.lastUpdate = 0
+  t.equal(store.confirms(key, 'ns', 'settings', body(5, 'a')), true, 'the same bytes: confirmed')
+  t.ok(collection.lastUpdate > 0, 'and the copy counted as fresh from the cloud')
+  t.equal(store.confirms(key, 'ns', 'settings', body(5, 'b')), false, 'other bytes at the same version: not confirmed')
+  await recorder.recordObject(get, 'json', body(6, 'b'))
+  const held = (await store.get(key, 'ns', 'settings'))!
+  t.equal(held.resourceVersion, '6', 'a changed answer is recorded')
+  t.same(JSON.parse(held.body.toString()).data, { value: 'b' })
+})

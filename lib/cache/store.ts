@@ -300,6 +300,19 @@ export class CacheStore {
     }
   }
 
+  /**
+   * Whether the cache holds exactly these bytes for the object: the apiserver answered a get with
+   * what the cache has, which is then confirmed fresh with nothing to decode or write.
+   */
+  confirms(key: ResourceKey, namespace: string, name: string, body: Buffer): boolean {
+    const collection = this.find(key)
+    const entry = collection?.entries.get(objectKey(namespace, name))
+    if (!collection || !entry || entry.lost || this.whenLoaded(key)) return false
+    if (!this.memoryBody(key, namespace, name)?.equals(body)) return false
+    collection.lastUpdate = Date.now()
+    return true
+  }
+
   /** The object, undefined when not cached; throws LostObjectError when cached but its body is gone. */
   async get(key: ResourceKey, namespace: string, name: string): Promise<CachedObject | undefined> {
     const loading = this.whenLoaded(key)

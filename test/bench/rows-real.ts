@@ -10,10 +10,11 @@
 //   - RSS 20 s after start, idle with the cluster's caches filled
 //   - WatchList (sendInitialEvents=true) watches of a 12.5 MB scope the v1.24 apiserver cannot
 //     answer as WatchList: the hub's RSS with 20 of them open vs 20 plain watches
+import { spawn, spawnSync } from 'node:child_process'
+import { once } from 'node:events'
 import { Agent, request } from 'undici'
 import { HubProcess, sleep, withCpu } from './processes.ts'
-import { clientHeaders, closedLoop, median, protobufType, timedList, userAgents } from './load.ts'
-import type { Loop } from './load.ts'
+import { clientHeaders, closedLoop, median, timedList, userAgents } from './load.ts'
 import { figureRow, guarded, ratioRow } from './report.ts'
 import type { Row } from './report.ts'
 import * as objects from './objects.ts'
@@ -77,6 +78,26 @@ export async function seed(real: RealApiserver): Promise<void> {
   await real.create(() => `/api/v1/namespaces/${bulkNamespace}/configmaps`, seeded.bulk)
 }
 
+/** wrk (Debian's package), when on PATH: a C load generator, as the issue measured; else the bench's own closed loop in Node */
+const hasWrk = spawnSync('wrk', ['--version']).error === undefined
+export const loadGenerator = hasWrk ? 'wrk -t2 -c20' : "the bench's closed loop (node, 20 connections)"
+
+/** Requests per second from `connections` keep-alive connections for `seconds`; throws on any answer but 200. */
+async function loadLoop(url: string, headers: Record<string, string>, seconds: number): Promise<number> {
+  if (!hasWrk) return (await closedLoop(url, headers, connections, seconds * 1000, true)).perSecond
+  const args = ['-t2', `-c${connections}`, `-d${seconds}s`, ...Object.entries(headers).flatMap(([k, v]) => ['-H', `${k}: ${v}`]), url]
+  const child = spawn('wrk', args, { stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()))
+  child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()))
+  const [code] = await once(child, 'exit')
+  const rate = /Requests\/sec:\s+([\d.]+)/.exec(out)
+  if (code !== 0 || !rate) throw new Error(`wrk ${url}: ${out.trim().split('\n').slice(-3).join(' ')}`)
+  const failed = /Non-2xx or 3xx responses: (\d+)/.exec(out)
+  if (failed) throw new Error(`wrk ${url}: ${failed[1]} answers were not 200`)
+  return Number(rate[1])
+}
+
 /** `rounds` closed loops against each of two targets, alternating which goes first; the hub's CPU per request. */
 async function sideBySide(
   counts: RealCounts,
@@ -88,11 +109,11 @@ async function sideBySide(
   const hubRates: number[] = []
   const cpu: number[] = []
   for (let round = 0; round < counts.rounds; round++) {
-    const runDirect = async () => directRates.push((await closedLoop(direct.url, direct.headers, connections, counts.seconds * 1000, true)).perSecond)
+    const runDirect = async () => directRates.push(await loadLoop(direct.url, direct.headers, counts.seconds))
     const runHub = async () => {
-      const { result, cpuMs } = await withCpu([hub.pid], () => closedLoop(viaHub.url, viaHub.headers, connections, counts.seconds * 1000))
-      hubRates.push(result.perSecond)
-      cpu.push((cpuMs[0] * 1000) / (result.perSecond * counts.seconds))
+      const { result, cpuMs } = await withCpu([hub.pid], () => loadLoop(viaHub.url, viaHub.headers, counts.seconds))
+      hubRates.push(result)
+      cpu.push((cpuMs[0] * 1000) / (result * counts.seconds))
     }
     if (round % 2 === 0) await runDirect().then(runHub)
     else await runHub().then(runDirect)
@@ -102,7 +123,7 @@ async function sideBySide(
 
 type Sided = Awaited<ReturnType<typeof sideBySide>>
 const perSecond = (n: number): string => `${n.toFixed(0)}/s`
-const note = (s: Sided): string => `${perSecond(s.hub)} vs ${perSecond(s.direct)} direct; hub CPU ${s.hubCpuUs.toFixed(0)} µs a request`
+const note = (s: Sided): string => `${perSecond(s.hub)} vs ${perSecond(s.direct)} direct (${loadGenerator}); hub CPU ${s.hubCpuUs.toFixed(0)} µs a request`
 const getBase = (id: string, name: string) => ({ id: `real.${id}`, name, unit: 'req/s', baselineLabel: 'direct' })
 
 export async function realRows(hubEntry: string, counts: RealCounts, progress: (what: string) => void): Promise<Row[]> {
