@@ -139,8 +139,10 @@ async function simulatorRows(sim: SimProcess, hubEntry: string, bundleEntry: str
 async function main(): Promise<number> {
   progress(`npm run build${process.env.BENCH_BUILD_DIR ? ` (into ${process.env.BENCH_BUILD_DIR})` : ''}`)
   const hubEntry = buildHub(process.env.BENCH_BUILD_DIR)
-  if (wanted('bundle')) progress('npm run bundle')
-  const bundle = wanted('bundle') ? buildBundle() : undefined
+  const noRealApiserver = realApiserverProblem()
+  const bundled = wanted('bundle') || (wanted('real') && !noRealApiserver)
+  if (bundled) progress('npm run bundle')
+  const bundle = bundled ? buildBundle() : undefined
   const rows: Row[] = []
   let inProcess: Row[] = []
   let noProtobuf: string | undefined
@@ -150,7 +152,6 @@ async function main(): Promise<number> {
   } finally {
     await sim?.close()
     cleanupScratch()
-    bundle?.remove()
   }
   await group(rows, 'fleet', `8. a fleet of ${counts.fleetHubs} hubs through two outages, shared watch caches vs not`, () =>
     fleetRows({
@@ -198,13 +199,13 @@ async function main(): Promise<number> {
       progress,
     ),
   )
-  const noRealApiserver = realApiserverProblem()
   if (wanted('real') && noRealApiserver) progress(`15. real kube-apiserver rows left out: ${noRealApiserver}`)
   if (!noRealApiserver)
     await group(rows, 'real', `15. against a real kube-apiserver (${process.env[realApiserverEnv]}): reads from memory, first lists, idle RSS, WatchList`, () =>
-      realRows(hubEntry, { seconds: quick ? 1 : 4, rounds: quick ? 1 : 3, idleMs: quick ? 2_000 : 20_000, watches: quick ? 5 : 20 }, progress),
+      realRows(hubEntry, bundle?.entry, { seconds: quick ? 1 : 4, rounds: quick ? 1 : 3, idleMs: quick ? 2_000 : 20_000, watches: quick ? 5 : 20 }, progress),
     )
   cleanupScratch()
+  bundle?.remove()
   if (wanted('in-process')) {
     progress('in-process filter rows')
     inProcess = await inProcessRows(quick ? 5_000 : 50_000)
