@@ -3,15 +3,18 @@
 // Lease is the apiserver's, written with a node's credentials: no CA to run, distribute or rotate.
 
 import { X509Certificate } from 'node:crypto'
-import * as x509 from '@peculiar/x509'
 import type { CertificateAndKey } from './authority.ts'
-import { clockSkewAllowanceMs } from './authority.ts'
-import { ecdsaP256, generateKeyPair, privateKeyPem, randomSerialNumber, withNewline } from './keys.ts'
 
 const dayMs = 24 * 60 * 60 * 1000
 
 /** A self-signed serving certificate for these IPs, valid for `validityDays` (default 365). */
 export async function createPinnedCertificate(options: { commonName: string; ips: string[]; validityDays?: number }): Promise<CertificateAndKey> {
+  // loaded only to issue one, as in selfsigned.ts: @peculiar/x509 is some MiB of memory a hub that never leads does not need
+  const [x509, { clockSkewAllowanceMs }, { ecdsaP256, generateKeyPair, privateKeyPem, randomSerialNumber, withNewline }] = await Promise.all([
+    import('@peculiar/x509'),
+    import('./authority.ts'),
+    import('./keys.ts'),
+  ])
   const keys = await generateKeyPair()
   const now = Date.now()
   const cert = await x509.X509CertificateGenerator.createSelfSigned({
