@@ -40,7 +40,8 @@ export class WatchCacheAnswerer implements Answerer {
 
   constructor(private readonly options: WatchCacheAnswererOptions) {
     const { caches } = options
-    this.caches = options.consistentReads === 'from-memory' ? { cacheFor: (info, format) => caches.cacheFor(info, format), listBodies: caches.listBodies } : caches
+    this.caches =
+      options.consistentReads === 'from-memory' ? { cacheFor: (info, format) => caches.cacheFor(info, format), listBodies: caches.listBodies } : caches
   }
 
   async answer(call: Call): Promise<Outcome> {
