@@ -42,6 +42,8 @@ export function cacheHeaders(cached: { component?: string } | undefined): Record
 }
 
 const defaultStallMs = 60_000
+/** a body this small is written at once, as writeAsTaken would write it in one batch anyway */
+const smallBodyBytes = 16 * 1024
 
 /**
  * A 200 the hub answers itself. A body in parts (a list) is written as the client takes it
@@ -58,6 +60,11 @@ export async function sendReply(res: ServerResponse, reply: Reply, stallTimeoutM
     'content-length': length,
     ...cacheHeaders(reply.cached),
   })
+  // a body the socket takes in one write (a get's object) goes in it: nothing to pace
+  if (parts.length === 1 && length <= smallBodyBytes) {
+    res.end(parts[0])
+    return 'sent'
+  }
   if (await writeAsTaken(responseSink(res), parts, stallTimeoutMs)) {
     res.end()
     return 'sent'
