@@ -9,7 +9,7 @@ import net from 'node:net'
 import { defaultNodeName, defaults, logFormats, logLevels, plainBindProblem, type HubConfig, type LogFormat, type LogLevel } from '../lib/config.ts'
 import { filterNames } from '../filters/registry.ts'
 import { AliasRefused, AliasValueError, findYurtHubFlag, yurthubFlagNames, yurthubHelp } from './flag-aliases.ts'
-import { didYouMean } from './suggest.ts'
+import { didYouMean, suggest } from './suggest.ts'
 import { versionText } from './version.ts'
 
 /** A mistake in the command line or environment. The message is one line, fit for `outpost: <message>`. */
@@ -861,7 +861,8 @@ export const usage: string = buildUsage()
 // ---- parsing ------------------------------------------------------------------------------------
 
 /** help: nothing to run; print `output` (the usage, or the version) and exit 0. */
-export type ParseResult = { help: true; output: string } | { help: false; config: HubConfig }
+/** `warnings`: what the hub is to log once it has a logger (unknown OUTPOST_* variables) */
+export type ParseResult = { help: true; output: string } | { help: false; config: HubConfig; warnings: string[] }
 
 const quote = (s: string): string => JSON.stringify(s) // also keeps control characters on one line
 
@@ -970,7 +971,29 @@ export function parseFlags(argv: string[], env: Record<string, string | undefine
     const message = check(config)
     if (message !== undefined) throw new UsageError(message)
   }
-  return { help: false, config }
+  return { help: false, config, warnings: unknownEnvironment(env) }
+}
+
+/** Variables the hub reads that are no flag's: the demo's control port. */
+const otherEnvNames = ['OUTPOST_DEMO_PORT']
+
+/**
+ * `OUTPOST_*` variables that name nothing the hub reads, each with what it may have been meant as:
+ * a misspelt one would be ignored without a word. Warned about, not refused as an unknown flag is:
+ * a node's environment may carry variables meant for other tools of the same name.
+ */
+export function unknownEnvironment(env: Record<string, string | undefined>): string[] {
+  const known = [...flags.flatMap(f => (f.env ? [f.env] : [])), ...otherEnvNames]
+  const asName = (variable: string) => variable.toLowerCase().replace(/_/g, '-')
+  const byName = new Map(known.map(variable => [asName(variable), variable]))
+  return Object.keys(env)
+    .filter(variable => variable.startsWith('OUTPOST_') && !known.includes(variable))
+    .sort()
+    .map(variable => {
+      const close = suggest(variable, [...byName.keys()]).map(name => byName.get(name)!)
+      const hint = close.length === 0 ? '' : `; did you mean ${close.join(' or ')}?`
+      return `unknown environment variable ${variable}, ignored${hint}`
+    })
 }
 
 /** Every name an unknown flag may have been meant as, for "did you mean". */

@@ -13,6 +13,7 @@ import type { HubConfig } from '../lib/config.ts'
 
 async function main(): Promise<void> {
   let config: HubConfig
+  let warnings: string[]
   try {
     const parsed = parseFlags(process.argv.slice(2), process.env)
     if (parsed.help) {
@@ -20,6 +21,7 @@ async function main(): Promise<void> {
       return
     }
     config = parsed.config
+    warnings = parsed.warnings
   } catch (error) {
     if (error instanceof UsageError) {
       process.stderr.write(`outpost: ${error.message} (see --help)\n`)
@@ -43,6 +45,7 @@ async function main(): Promise<void> {
   const format = config.logFormat
   const gate = cloud && resolveFormat(format, Boolean(process.stdout.isTTY)) === 'text' ? new LogGate() : undefined
   const logger = createLogger({ level: config.logLevel, format, onLine, gate })
+  for (const warning of warnings) logger.warn(warning)
 
   let hub: Hub
   try {

@@ -524,3 +524,16 @@ t.test('parseFlags does not touch its inputs', async t => {
   const b = config(['--server', 'https://a:6443'])
   t.not(a.servers, b.servers, 'a fresh config each call')
 })
+
+t.test('OUTPOST_ variables that name nothing are warned about, with what they may have meant', async t => {
+  const warnings = (env: Record<string, string>) => {
+    const result = parseFlags([], env)
+    if (result.help) throw new Error('unexpected help')
+    return result.warnings
+  }
+  t.same(warnings({ OUTPOST_PORT: '10261', OUTPOST_DEMO_PORT: '10270', HOME: '/root' }), [], 'known ones and others: nothing')
+  t.same(warnings({ OUTPOST_PROT: '1' }), ['unknown environment variable OUTPOST_PROT, ignored; did you mean OUTPOST_PORT?'])
+  t.same(warnings({ OUTPOST_NODE_NAM: 'x' }), ['unknown environment variable OUTPOST_NODE_NAM, ignored; did you mean OUTPOST_NODE_NAME?'])
+  t.same(warnings({ OUTPOST_ZZZZZZZZZZZZZZ: 'x' }), ['unknown environment variable OUTPOST_ZZZZZZZZZZZZZZ, ignored'], 'nothing close: named alone')
+  t.equal(config([], { OUTPOST_PROT: '1' }).port, defaults.port, 'and ignored')
+})

@@ -12,10 +12,10 @@ import { afterBanner } from '../cmd/demo.ts'
 const entry = new URL('../cmd/outpost.ts', import.meta.url).pathname
 
 /** The command against `server`, piped (not a terminal), until it says it serves; its stdout then. */
-async function startLog(t: { teardown(fn: () => unknown): void }, server: string, extra: string[]): Promise<string> {
+async function startLog(t: { teardown(fn: () => unknown): void }, server: string, extra: string[], env: Record<string, string> = {}): Promise<string> {
   const args = ['--import', 'tsx', entry, '--server', server, '--cache-dir', tempDir(t, 'outpost-log-')]
   args.push('--port', String(await freePort()), '--admin-port', String(await freePort()), '--secure-port', '0', '--node-name', 'kind-worker2', ...extra)
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } })
   t.teardown(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
   })
@@ -24,6 +24,19 @@ async function startLog(t: { teardown(fn: () => unknown): void }, server: string
   await eventually(() => /outpost serving/.test(out), 30_000, `the hub to serve: ${out}`)
   return out
 }
+
+t.test('a misspelt OUTPOST_ variable is named at start, with the one it may have meant', async t => {
+  const simulator = await ApiServerSimulator.start()
+  t.teardown(() => simulator.close())
+  const lines = (await startLog(t, simulator.url, [], { OUTPOST_PROT: '1' }))
+    .trim()
+    .split('\n')
+    .map(l => JSON.parse(l))
+  const warned = lines.find(l => /OUTPOST_PROT/.test(l.msg))
+  t.ok(warned, 'a log line names the variable')
+  t.equal(warned?.level, 40, 'at warn')
+  t.match(warned?.msg, /unknown environment variable OUTPOST_PROT, ignored; did you mean OUTPOST_PORT\?/)
+})
 
 t.test('--log-format: JSON lines when piped (auto) or asked; text lines when asked', async t => {
   const simulator = await ApiServerSimulator.start()
