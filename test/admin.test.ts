@@ -172,3 +172,23 @@ t.test('cached objects for curl: filtered view, Secrets redacted, traversal refu
     t.equal(JSON.parse(res.text).kind, 'Status', `${path}: a Status`)
   }
 })
+
+t.test('/debug/* is indented for curl and for ?pretty=true, as kube-apiserver writes JSON for people', async t => {
+  const h = await startHarness({ demo: true })
+  t.teardown(() => h.close())
+  const read = async (path: string, userAgent?: string) => {
+    const res = await request(`${h.hub.adminUrl}${path}`, { headers: userAgent ? { 'user-agent': userAgent } : {} })
+    return res.body.text()
+  }
+  for (const path of ['/debug/cache', '/debug/topology', '/debug/filters', '/debug/pool']) {
+    const asCurl = await read(path, 'curl/8.5.0')
+    t.match(asCurl, /^\{\n {2}"/, `${path} for curl: indented`)
+    t.ok(asCurl.endsWith('}\n'), `${path} for curl: ends with a newline, so the shell prompt starts on a line of its own`)
+    const compact = await read(path, 'outpost-test/1.0')
+    t.notMatch(compact, /\n/, `${path} for a program: one line`)
+    t.same(JSON.parse(asCurl), JSON.parse(compact), `${path}: the same document either way`)
+  }
+  t.match(await read('/debug/cache?pretty=true', 'outpost-test/1.0'), /^\{\n/, '?pretty=true: indented for anyone')
+  t.notMatch(await read('/debug/cache?pretty=false', 'curl/8.5.0'), /\n/, '?pretty=false: one line, curl or not')
+  t.notMatch(await read('/debug/cache?pretty=yes', 'curl/8.5.0'), /\n/, "?pretty=yes is no boolean to Go's ParseBool: false, as the apiserver takes it")
+})

@@ -57,3 +57,16 @@ export function wantedRepresentations(accept: string | undefined): Wanted[] {
 export function contentTypeOf(format: WireFormat): string {
   return format === 'json' ? 'application/json' : protobufType
 }
+
+const goTrue = new Set(['1', 't', 'T', 'true', 'TRUE', 'True'])
+const goBool = new Set([...goTrue, '0', 'f', 'F', 'false', 'FALSE', 'False'])
+
+/**
+ * Whether JSON is written indented, as kube-apiserver decides it: `?pretty=` when it is given a
+ * boolean (Go's strconv.ParseBool), else for curl, Wget and browsers by their User-Agent.
+ */
+export function prettyWanted(pretty: string | undefined, userAgent: string | undefined): boolean {
+  if (pretty !== undefined && goBool.has(pretty)) return goTrue.has(pretty)
+  if (pretty !== undefined && pretty !== '') return false
+  return /^(curl|Wget|Mozilla\/5\.0)/.test(userAgent ?? '')
+}

@@ -1,6 +1,7 @@
 // The admin server (127.0.0.1 only): liveness, readiness with what is missing, Prometheus metrics,
 // and read-only views of the cache, the topology context and the filters for operators with curl.
 import Fastify, { LogController } from 'fastify'
+import { prettyWanted } from '../api/negotiate.ts'
 import type { Logger } from 'pino'
 import type { Metrics } from './metrics.ts'
 import type { CacheStore } from '../cache/store.ts'
@@ -88,6 +89,13 @@ function apiPath(key: ResourceKey): string {
 export function createAdminServer(options: AdminOptions) {
   const { store, topology, health, metrics } = options
   const admin = Fastify({ loggerInstance: options.log.child({ server: 'admin' }), logController: new LogController({ disableRequestLogging: true }) })
+
+  // JSON for people indented, as kube-apiserver writes it: for curl, Wget and browsers, and for ?pretty=true
+  admin.addHook('preSerialization', async (request, reply, payload) => {
+    const pretty = (request.query as Record<string, string | undefined>).pretty
+    if (prettyWanted(pretty, request.headers['user-agent'])) reply.serializer((body: unknown) => `${JSON.stringify(body, null, 2)}\n`)
+    return payload
+  })
 
   admin.get('/v1/healthz', async (_request, reply) => reply.type('text/plain').send('ok\n'))
 
