@@ -89,7 +89,9 @@ async function showDemo(
   lastLine: () => number,
   gate: LogGate | undefined,
 ): Promise<void> {
-  const print = (text: string) => process.stdout.write(text)
+  // piped, stdout is the JSON log stream a collector reads: what is written for people goes to stderr
+  const forPeople = resolveFormat(config.logFormat, Boolean(process.stdout.isTTY)) === 'json' ? process.stderr : process.stdout
+  const print = (text: string) => forPeople.write(text)
   const keys = Boolean(process.stdin.isTTY)
   const cloudSwitch = new CloudSwitch(cloud, hub, line => print(statusLine(line)))
   const control = await startControl(cloudSwitch, process.env)

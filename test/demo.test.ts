@@ -113,10 +113,26 @@ t.test('the banner, followed: the cloud taken away and brought back, kubectl and
   t.equal(labels.code, 0, labels.stderr)
   t.notMatch(labels.stdout, /demo/, 'nothing was written: the slice has no demo label')
 
+  // piped (npm start | cat): stdout is the log collector's, the banner and the >>> lines are for people
+  const notJson = demo
+    .stdout()
+    .split('\n')
+    .filter(l => l !== '' && !isJsonLine(l))
+  t.same(notJson, [], 'piped, every line on stdout is a JSON log line, through the cloud going and coming back')
+  t.match(demo.output(), /^>>> the hub sees the cloud offline/m, 'the >>> lines went to stderr')
+
   demo.child.kill('SIGTERM')
   const [code] = await once(demo.child, 'exit')
   t.equal(code, 0, 'SIGTERM stops the demo cleanly')
 })
+
+function isJsonLine(line: string): boolean {
+  try {
+    return typeof JSON.parse(line).level === 'number'
+  } catch {
+    return false
+  }
+}
 
 const hasScript = (() => {
   try {

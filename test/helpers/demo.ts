@@ -19,6 +19,8 @@ export interface Demo {
   controlPort: number
   /** stdout and stderr so far */
   output(): string
+  /** stdout alone so far */
+  stdout(): string
 }
 
 /**
@@ -41,11 +43,12 @@ export async function startDemo(t: Test): Promise<Demo> {
     }
   })
   let output = ''
-  child.stdout!.on('data', chunk => (output += chunk.toString()))
+  let stdout = ''
+  child.stdout!.on('data', chunk => ((output += chunk.toString()), (stdout += chunk.toString())))
   child.stderr!.on('data', chunk => (output += chunk.toString()))
   await eventually(() => /Stop: .*\n─+\n/.test(output) || child.exitCode !== null, 45_000, 'the demo banner')
   if (child.exitCode !== null) throw new Error(`the demo exited ${child.exitCode}: ${output}`)
-  return { child, port, adminPort, controlPort, output: () => output }
+  return { child, port, adminPort, controlPort, output: () => output, stdout: () => stdout }
 }
 
 /** The commands a banner or a README block prints: its lines that start with curl or kubectl. */
