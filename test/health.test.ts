@@ -2,7 +2,7 @@ import t from 'tap'
 import { Writable } from 'node:stream'
 import { pino } from 'pino'
 import { Agent, request } from 'undici'
-import { HealthChecker, healthDefaults } from '../lib/upstream/health.ts'
+import { failureKind, failureReason, HealthChecker, healthDefaults } from '../lib/upstream/health.ts'
 import type { CloudState, HealthOptions } from '../lib/upstream/health.ts'
 import { ApiServerSimulator } from './simulator/index.ts'
 
@@ -297,4 +297,18 @@ t.test('a dead link (its PING unanswered) takes the server down at once', async 
   t.match(h.problem(), /PING .* not answered/)
   const calls = fake.calls(a)
   await eventually(() => fake.calls(a) > calls, 'a probe soon after, not an interval later', 5_000)
+})
+
+t.test('failures in one line: a plain-HTTP answer to TLS named as such, OpenSSL dumps left out', async t => {
+  const dump = '803C0805417F0000:error:0A00010B:SSL routines:ssl3_get_record:wrong version number:../deps/openssl/openssl/ssl/record/ssl3_record.c:350:\n'
+  const plain = failureReason(`ERR_SSL_WRONG_VERSION_NUMBER: ${dump}`)
+  t.equal(plain, 'it answered the TLS handshake in plain HTTP (ERR_SSL_WRONG_VERSION_NUMBER)')
+  t.equal(failureKind(plain), 'plain-http', 'a misconfiguration of its own')
+  const other = failureReason(
+    `ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE: 80:error:0A000410:SSL routines:ssl3_read_bytes:sslv3 alert handshake failure:../ssl/record/rec_layer_s3.c:1586:\nSSL alert number 40\n`,
+  )
+  t.notMatch(other, /\n|SSL routines|rec_layer/, `one line, the dump's words kept: ${other}`)
+  t.match(other, /sslv3 alert handshake failure/)
+  t.equal(failureKind(other), 'untrusted')
+  t.equal(failureReason('ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:6443'), 'ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:6443', 'anything else as it was')
 })

@@ -104,3 +104,30 @@ t.test('an apiserver out of reach is an outage: readyz says unreachable, and not
     'an outage is info, not an error',
   )
 })
+
+t.test('an address without a scheme (YurtHub --server-addr) that answers plain HTTP: named as such, in one line', async t => {
+  const simulator = await ApiServerSimulator.start() // plain HTTP
+  const address = new URL(simulator.url).host
+  const { logger, text } = capturingLogger()
+  const hub = await startHub(hubConfig([`https://${address}`]), { logger })
+  t.teardown(async () => {
+    await hub.close()
+    await simulator.close()
+  })
+  await eventually(() => hub.health.state === 'offline', 20_000, 'the hub to give up on the apiserver')
+  const ready = await readyz(hub)
+  t.equal(ready.status, 503)
+  t.match(ready.text, `https://${address}: it answered the TLS handshake in plain HTTP (ERR_SSL_WRONG_VERSION_NUMBER)`, ready.text)
+  t.match(ready.text, `answers plain HTTP: give --server http://${address}`, 'readyz names the fix')
+  t.notMatch(ready.text, /SSL routines|ssl3_|openssl|cluster's CA/, 'no OpenSSL dump, and not taken for a certificate problem')
+  t.ok(
+    ready.text.split('\n').every(line => line === '' || /^(not ready:|- )/.test(line)),
+    `each problem on a line of its own:\n${ready.text}`,
+  )
+
+  await probedAgain(undefined, hub, 3)
+  const errors = lines(text()).filter(l => l.level === 50)
+  t.equal(errors.length, 1, 'one error line')
+  t.match(errors[0]?.msg, `answers plain HTTP: give --server http://${address}`)
+  t.notMatch(errors[0]?.msg, /\n|SSL routines/, 'in one line, without the library dump')
+})

@@ -54,23 +54,41 @@ interface ServerHealth {
  * its cache until it is back), or reached but it cannot be trusted or it refused the node
  * (a misconfiguration: waiting will not fix it).
  */
-export type FailureKind = 'unreachable' | 'untrusted' | 'refused'
+export type FailureKind = 'unreachable' | 'untrusted' | 'refused' | 'plain-http'
+
+/** A TLS handshake answered by a server that speaks plain HTTP (what OpenSSL makes of "HTTP/1.1 400") */
+const plainHttpCodes = /\b(ERR_SSL_WRONG_VERSION_NUMBER|ERR_SSL_PACKET_LENGTH_TOO_LONG|ERR_SSL_HTTP_REQUEST)\b/
+const plainHttpReason = 'it answered the TLS handshake in plain HTTP'
 
 /** TLS verification failures (Node's and OpenSSL's codes), in a failure's description */
 const untrustedCodes =
-  /\b(DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|CERT_[A-Z_]+|ERR_TLS_CERT_ALTNAME_INVALID|ERR_SSL_[A-Z_]+|ERR_TLS_[A-Z_]+)\b/
+  /\b(DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|CERT_[A-Z0-9_]+|ERR_TLS_CERT_ALTNAME_INVALID|ERR_SSL_[A-Z0-9_]+|ERR_TLS_[A-Z0-9_]+)\b/
 
 export function failureKind(reason: string): FailureKind {
   if (/^the apiserver refused the node's credentials/.test(reason)) return 'refused'
+  if (reason.startsWith(plainHttpReason)) return 'plain-http'
   return untrustedCodes.test(reason) ? 'untrusted' : 'unreachable'
 }
 
+/**
+ * A failure as one line for logs and readyz: a plain-HTTP answer to TLS said as such, OpenSSL's
+ * dumps (`803C…:error:0A00010B:SSL routines:…:ssl3_record.c:350:` and a newline) left out.
+ */
+export function failureReason(reason: string): string {
+  const plain = plainHttpCodes.exec(reason)
+  if (plain) return `${plainHttpReason} (${plain[1]})`
+  return reason
+    .replace(/[0-9A-F]+:error:[0-9A-F]+:[^:]*:[^:]*:([^:]+):\S*:\d+:/g, '$1')
+    .replace(/\s*\n\s*/g, ' ')
+    .trim()
+}
+
 /** What to do about a failure that waiting will not fix. */
-const fixes: Record<Exclude<FailureKind, 'unreachable'>, string> = {
-  untrusted:
-    "the hub cannot verify the apiserver's certificate: give --kubeconfig with the cluster's CA (certificate-authority-data), as kubelet's kubeconfig has it",
-  refused:
-    "the node's credentials were refused: check the client certificate or token in --kubeconfig (expired, revoked, or another cluster's), or --bootstrap-kubeconfig for a new one",
+function fixFor(kind: Exclude<FailureKind, 'unreachable'>, url: URL): string {
+  if (kind === 'plain-http') return `${serverLabel(url)} answers plain HTTP: give --server http://${url.host}`
+  if (kind === 'untrusted')
+    return "the hub cannot verify the apiserver's certificate: give --kubeconfig with the cluster's CA (certificate-authority-data), as kubelet's kubeconfig has it"
+  return "the node's credentials were refused: check the client certificate or token in --kubeconfig (expired, revoked, or another cluster's), or --bootstrap-kubeconfig for a new one"
 }
 
 function describe(error: unknown): string {
@@ -139,7 +157,7 @@ export class HealthChecker extends EventEmitter {
       .map(s => {
         const kind = s.lastFailure ? failureKind(s.lastFailure) : 'unreachable'
         const why = `${serverLabel(s.url)}: ${s.lastFailure || 'not answering'}`
-        return kind === 'unreachable' ? why : `${why} (${fixes[kind]})`
+        return kind === 'unreachable' ? why : `${why} (${fixFor(kind, s.url)})`
       })
       .join('; ')
   }
@@ -258,8 +276,9 @@ export class HealthChecker extends EventEmitter {
     }
   }
 
-  private record(s: ServerHealth, ok: boolean, reason = 'failed'): void {
+  private record(s: ServerHealth, ok: boolean, failed = 'failed'): void {
     const { failuresToDown, successesToUp } = this.options
+    const reason = ok ? failed : failureReason(failed)
     const was = s.up
     if (ok) this.emit('answered', s.url)
     if (ok) {
@@ -278,7 +297,7 @@ export class HealthChecker extends EventEmitter {
     else if (kind && kind !== 'unreachable' && s.reported !== kind) {
       // at once, not after failuresToDown: a certificate or a credential does not heal by waiting
       s.reported = kind
-      this.options.log.error({ server: serverLabel(s.url), reason }, `apiserver ${serverLabel(s.url)}: ${reason}: ${fixes[kind]}`)
+      this.options.log.error({ server: serverLabel(s.url), reason }, `apiserver ${serverLabel(s.url)}: ${reason}: ${fixFor(kind, s.url)}`)
     }
     if (s.up === was) return
     // a misconfiguration has its error line above; an outage is news of its own
