@@ -119,6 +119,13 @@ t.test('the banner, followed: the cloud taken away and brought back, kubectl and
     .split('\n')
     .filter(l => l !== '' && !isJsonLine(l))
   t.same(notJson, [], 'piped, every line on stdout is a JSON log line, through the cloud going and coming back')
+  const cutWarnings = demo
+    .stdout()
+    .split('\n')
+    .filter(isJsonLine)
+    .map(l => JSON.parse(l))
+    .filter(l => l.level >= 40 && /Invalid EOF|HTTP\/1\.1 protocol|list\/watch failed/.test(`${l.msg} ${l.err ?? ''}`))
+  t.same(cutWarnings, [], "the cloud going away warns no cache's cut watch: the hub's cloud line says it once")
   t.match(demo.output(), /^>>> the hub sees the cloud offline/m, 'the >>> lines went to stderr')
 
   demo.child.kill('SIGTERM')

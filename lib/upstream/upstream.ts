@@ -97,6 +97,22 @@ function errorCodes(error: unknown): string[] {
   return [err?.code, err?.cause?.code].filter((c): c is string => typeof c === 'string')
 }
 
+/**
+ * A connection refused, cut or silent: the network's doing (an outage, the apiserver restarting),
+ * which the health checker announces once, not the apiserver's answer. undici calls a body cut
+ * mid-answer "Response does not match the HTTP/1.1 protocol (Invalid EOF state)".
+ */
+export function connectionLost(error: unknown): boolean {
+  if (error instanceof UpstreamUnavailableError || cutMidAnswer(error)) return true
+  return errorCodes(error).some(code => notSentCodes.has(code) || brokenCodes.has(code))
+}
+
+/** undici's parser on a connection closed inside a chunked body (its code is lost where the error is passed on) */
+function cutMidAnswer(error: unknown): boolean {
+  const err = error as { code?: string; message?: string }
+  return err?.code === 'HPE_INVALID_EOF_STATE' || /\(Invalid EOF state\)/.test(err?.message ?? '')
+}
+
 function canTryNextServer(error: unknown, method: string): boolean {
   return errorCodes(error).some(
     code =>
@@ -110,6 +126,7 @@ function canTryNextServer(error: unknown, method: string): boolean {
 export function describeError(error: unknown): string {
   const err = error as { code?: string; message?: string; cause?: { code?: string; message?: string } }
   const code = err?.code ?? err?.cause?.code
+  if (cutMidAnswer(error)) return 'the connection closed in the middle of the answer'
   const message = err?.cause?.message ?? err?.message ?? String(error)
   return code && !message.includes(code) ? `${code}: ${message}` : message
 }

@@ -14,6 +14,7 @@ import { pipeline } from 'node:stream'
 import type { Logger } from 'pino'
 import { hubUserAgent } from '../config.ts'
 import type { Upstream } from '../upstream/upstream.ts'
+import { connectionLost, describeError } from '../upstream/upstream.ts'
 import type { LiveStreams } from './streams.ts'
 import { WatchFrameSplitter, framingOf } from '../api/frames.ts'
 import { SilenceGuard } from './pipeline.ts'
@@ -156,9 +157,10 @@ export class Reflector {
         // as client-go's reflector: every failure, a 410 included, waits its backoff before the next
         // attempt; a list the apiserver could not give as new as asked is asked again for the present at once
         const wait = error instanceof VersionUnavailable && from === '' && asked !== '' ? 0 : backoff.next()
-        const level = error instanceof Relist ? 'debug' : 'warn'
+        // a lost connection is an outage's, which the hub's cloud line tells once: each cache's retries are detail
+        const level = error instanceof Relist || connectionLost(error) ? 'debug' : 'warn'
         this.options.log[level](
-          { resource: this.resource, err: (error as Error).message, retryInMs: wait },
+          { resource: this.resource, err: describeError(error), retryInMs: wait },
           `${this.resource}: list/watch failed, retrying in ${wait} ms`,
         )
         await this.sleep(wait)
