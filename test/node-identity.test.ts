@@ -3,14 +3,12 @@
 // front-proxy identity headers), and a client with its own token, wherever it carries it, is
 // relayed as itself.
 import net from 'node:net'
-import { mkdtempSync } from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
 import t from 'tap'
 import type { Test } from 'tap'
 import { request } from 'undici'
 import { eventually, freePort, goDark, startHarness } from './helpers/hub.ts'
 import { writeKubeconfig } from './helpers/pki.ts'
+import { tempDir } from './helpers/temp-dirs.ts'
 
 const nodeToken = 'node-token-0001'
 const podToken = 'pod-token-0002'
@@ -19,7 +17,8 @@ async function harness(t: Test) {
   // a simulator that checks tokens, and a hub holding the node's
   const port = await freePort()
   const url = `http://127.0.0.1:${port}`
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'outpost-identity-'))
+  // removed when the test ends: it holds a kubeconfig with the node's token
+  const dir = tempDir(t, 'outpost-identity-')
   const kubeconfig = await writeKubeconfig(dir, { server: url, token: nodeToken, inline: true })
   const h = await startHarness({ simulator: { port, tokens: [nodeToken, podToken] }, config: { kubeconfig, servers: [] } })
   t.teardown(() => h.close())
