@@ -3,7 +3,8 @@
 import './gc-settings.ts'
 import path from 'node:path'
 import { parseFlags, UsageError } from './flags.ts'
-import { shutdownHandler } from './shutdown.ts'
+import { readFileSync } from 'node:fs'
+import { shutdownHandler, stopWithLauncher } from './shutdown.ts'
 import { createLogger, LogGate, resolveFormat } from './log.ts'
 import { afterBanner, CloudSwitch, demoConfig, type DemoCloud, listenToKeys, logsQuiet, readAsTheNode, startControl, startDemoCloud } from './demo.ts'
 import { banner, hubStateLine, statusLine } from './demo-banner.ts'
@@ -67,6 +68,11 @@ async function main(): Promise<void> {
   })
   process.on('SIGTERM', () => stop('SIGTERM'))
   process.on('SIGINT', () => stop('SIGINT'))
+  stopWithLauncher(
+    process.env,
+    () => stop('npm exited'),
+    path => readFileSync(path, 'utf8'),
+  )
   if (cloud)
     await showDemo(
       hub,
