@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { request } from 'undici'
 import { startDemoCluster } from './simulator/demo.ts'
-import { eventually, freePort } from './helpers/hub.ts'
+import { adminHealthy, eventually, freePort } from './helpers/hub.ts'
 import { tempDir } from './helpers/temp-dirs.ts'
 import { readWatch } from './helpers/watch.ts'
 import { productionRuntimeEnv } from './bench/runtime-env.ts'
@@ -107,13 +107,7 @@ async function startBundle(server: string, cacheDir: string): Promise<{ url: str
   await eventually(
     async () => {
       if (child.exitCode !== null) throw new Error(`the bundle exited (${child.exitCode}):\n${out}`)
-      try {
-        const res = await request(`http://127.0.0.1:${adminPort}/v1/healthz`)
-        await res.body.dump()
-        return res.statusCode === 200
-      } catch {
-        return false
-      }
+      return adminHealthy(adminPort)
     },
     60_000,
     'the bundle to listen',

@@ -13,6 +13,7 @@ import path from 'node:path'
 import { pino } from 'pino'
 import { CacheDirUnusableError, DiskCache } from '../lib/cache/disk.ts'
 import type { DiskCacheOptions, DiskOp } from '../lib/cache/disk.ts'
+import { compactionBackoffMs } from '../lib/cache/disk-files.ts'
 import type { CachedObject, ResourceKey } from '../lib/cache/types.ts'
 import { FaultyIO } from './helpers/faulty-io.ts'
 import type { FaultPlan, WriteFault } from './helpers/faulty-io.ts'
@@ -282,7 +283,9 @@ t.test('a compaction that meets a full disk keeps every old file, logs once, wai
   t.match(errors(lines)[0], { what: 'compaction', code: 'ENOSPC', msg: /needed \d+ bytes, 0 bytes free/ })
 
   io.heal()
-  await eventually(() => disk.stats.compactions >= 1, 20_000, 'a compaction once there is room')
+  // the next attempt comes when the backoff the failures reached runs out (it doubles, up to a
+  // minute): on a slow box the 50 writes above span more failures, so more of it
+  await eventually(() => disk.stats.compactions >= 1, compactionBackoffMs.most + 10_000, 'a compaction once there is room')
   await eventually(() => disk.health().durable, 10_000, 'health to recover')
   t.equal(infos(lines, /writes work again/).length, 1, 'one line when it is over')
   const after = (await readdir(collection)).sort()

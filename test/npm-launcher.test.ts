@@ -2,9 +2,8 @@
 // instead of holding its ports with nobody to stop it (cmd/shutdown.ts stopWithLauncher).
 import t from 'tap'
 import { spawn } from 'node:child_process'
-import { request } from 'undici'
 import { stopWithLauncher } from '../cmd/shutdown.ts'
-import { eventually, freePort } from './helpers/hub.ts'
+import { adminHealthy, eventually, freePort } from './helpers/hub.ts'
 import { tempDir } from './helpers/temp-dirs.ts'
 
 const root = new URL('..', import.meta.url).pathname
@@ -42,15 +41,7 @@ t.test('npx tsx cmd/outpost.ts, then SIGTERM to npx alone: the hub stops and fre
       // the group is gone already
     }
   })
-  const healthy = async () => {
-    try {
-      const res = await request(`http://127.0.0.1:${adminPort}/v1/healthz`)
-      await res.body.dump()
-      return res.statusCode === 200
-    } catch {
-      return false
-    }
-  }
+  const healthy = () => adminHealthy(adminPort)
   await eventually(healthy, 60_000, 'the hub to serve')
   process.kill(npx.pid!, 'SIGTERM')
   await eventually(async () => !(await healthy()), 20_000, 'the hub to stop once npx is gone')

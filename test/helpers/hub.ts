@@ -4,6 +4,7 @@ import type { Logger } from 'pino'
 import { Writable } from 'node:stream'
 import { once } from 'node:events'
 import net from 'node:net'
+import { request } from 'undici'
 import { processTempDir, removeNow } from './temp-dirs.ts'
 import { ApiServerSimulator } from '../simulator/index.ts'
 import type { SimulatorOptions } from '../simulator/index.ts'
@@ -127,6 +128,17 @@ export async function eventually<T>(check: () => T | Promise<T>, timeoutMs = 10_
 }
 
 /** A loopback port nobody listens on right now, for a child process that needs a fixed port. */
+/** Whether a hub's admin port answers /v1/healthz with 200 now (false while it does not listen). */
+export async function adminHealthy(adminPort: number | string): Promise<boolean> {
+  try {
+    const res = await request(`http://127.0.0.1:${adminPort}/v1/healthz`)
+    await res.body.dump()
+    return res.statusCode === 200
+  } catch {
+    return false
+  }
+}
+
 export async function freePort(): Promise<number> {
   const server = net.createServer().listen(0, '127.0.0.1')
   await once(server, 'listening')
