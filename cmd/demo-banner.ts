@@ -1,5 +1,5 @@
 // What the demo prints: the steps to try, each with the command to paste and what it shows, and a
-// short line each time the cloud or the hub's view of it changes. test/demo.test.ts runs every
+// short line each time the cloud or the hub's view of it changes. test/demo.e2e.ts runs every
 // command printed here, in this order, and checks what the text says they show.
 
 export interface BannerInput {

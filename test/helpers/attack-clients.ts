@@ -1,4 +1,4 @@
-// The clients of test/attack.test.ts, on raw sockets so that the test decides exactly what is read:
+// The clients of test/attack.e2e.ts, on raw sockets so that the test decides exactly what is read:
 // one that sends its request and never reads a byte (the kernel's buffers fill, then the hub's),
 // and one that reads everything as it comes, counting it.
 import net from 'node:net'

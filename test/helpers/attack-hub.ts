@@ -1,4 +1,4 @@
-// The hub as a process of its own for test/attack.test.ts: its RSS and file descriptors are then
+// The hub as a process of its own for test/attack.e2e.ts: its RSS and file descriptors are then
 // its own, not the test's, as on a node. Run under tsx (the suite does not build dist/), with the
 // static pod's runtime environment (heap limit, malloc tuning), so its memory is shaped as in
 // production, if higher by tsx's own share.

@@ -1,4 +1,4 @@
-// The cluster docs/deploy.md is followed against (test/deploy-guide.test.ts), in a process of its
+// The cluster docs/deploy.md is followed against (test/deploy-guide.e2e.ts), in a process of its
 // own so it can run inside the test's network namespace: the demo cluster, plus what a kubeadm
 // cluster has that the guide touches (the RBAC and admission kinds, the kube-proxy ConfigMap and
 // DaemonSet). Nothing approves CSRs: the guide's `kubectl certificate approve` does.

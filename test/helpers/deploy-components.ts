@@ -1,5 +1,5 @@
 // What the test does on the node in kubelet's and kube-proxy's place while it follows docs/deploy.md
-// (test/deploy-guide.test.ts), and the small readers its checks share.
+// (test/deploy-guide.e2e.ts), and the small readers its checks share.
 import { existsSync, readFileSync, statSync } from 'node:fs'
 import path from 'node:path'
 import type { Test } from 'tap'

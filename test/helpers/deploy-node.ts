@@ -1,4 +1,4 @@
-// A node to follow docs/deploy.md on (test/deploy-guide.test.ts): a network namespace of the
+// A node to follow docs/deploy.md on (test/deploy-guide.e2e.ts): a network namespace of the
 // test's own (never the host's network), the cluster in it (./deploy-cluster.ts), a directory that
 // stands for the node's root filesystem, and the guide's commands run in the namespace as written,
 // with only what must differ rewritten (rewrite()). The test plays kubelet: it starts the hub from

@@ -1,5 +1,5 @@
 // manifests/outpost.service and its environment file, read as systemd reads them (the parts the
-// shipped files use): test/manifests.test.ts holds them to the static pod, test/deploy-guide.test.ts
+// shipped files use): test/manifests.test.ts holds them to the static pod, test/deploy-guide.e2e.ts
 // starts the hub from them as systemd would.
 
 /** A unit file: per section, every value of each key in order (a key may repeat). */

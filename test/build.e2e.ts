@@ -1,5 +1,5 @@
 // The builds and the image: `npm run build` emits JavaScript that runs with plain node (no tsx), the
-// bench's baseline; the Dockerfile bundles the hub (npm run bundle, test/bundle.test.ts runs it) and
+// bench's baseline; the Dockerfile bundles the hub (npm run bundle, test/bundle.e2e.ts runs it) and
 // runs that one file, beside iproute2's ip (build/copy-ip.sh), with nothing else of the source.
 import { spawnSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
@@ -190,7 +190,7 @@ t.test('the Dockerfile bundles the hub and runs the bundle, with ip and nothing 
   const scriptCopy = ops(iproute2, 'COPY')
     .map(copyWords)
     .find(w => w[0] === 'build/copy-ip.sh')
-  t.ok(scriptCopy, 'the stage gets build/copy-ip.sh, the script test/bundle.test.ts runs outside Docker')
+  t.ok(scriptCopy, 'the stage gets build/copy-ip.sh, the script test/bundle.e2e.ts runs outside Docker')
   const ipRun = ops(iproute2, 'RUN').find(r => /copy-ip\.sh/.test(r)) ?? ''
   const ipOut = /copy-ip\.sh\s+(\S+)/.exec(ipRun)?.[1]
   t.ok(scriptCopy && ipRun.includes(scriptCopy[1]), 'and runs that copy')
