@@ -110,11 +110,6 @@ export class RealApiserver {
     return real
   }
 
-  /** one started by hand (../shared/tools/kube-apiserver/up.sh), for experiments: stop() leaves it running */
-  static attach(url: string, kubeconfig = ''): RealApiserver {
-    return new RealApiserver(url, '', kubeconfig, [], 0)
-  }
-
   get headers(): Record<string, string> {
     return { authorization: `Bearer ${adminToken}` }
   }
@@ -171,6 +166,6 @@ export class RealApiserver {
       await once(child, 'exit')
       clearTimeout(timer)
     }
-    if (this.dir) rmSync(this.dir, { recursive: true, force: true })
+    rmSync(this.dir, { recursive: true, force: true })
   }
 }

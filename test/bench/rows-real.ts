@@ -70,7 +70,7 @@ function seedObjects(): { nodes: any[]; services: any[]; slices: any[]; bulk: an
   return { nodes: Array.from({ length: objects.nodeCount }, (_, i) => objects.node(i)), services, slices: sliceObjects, bulk }
 }
 
-export async function seed(real: RealApiserver): Promise<void> {
+async function seed(real: RealApiserver): Promise<void> {
   const seeded = seedObjects()
   for (const ns of [namespace, bulkNamespace]) await real.create(() => '/api/v1/namespaces', [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }])
   await real.create(() => '/api/v1/nodes', seeded.nodes)
@@ -81,7 +81,7 @@ export async function seed(real: RealApiserver): Promise<void> {
 
 /** wrk (Debian's package), when on PATH: a C load generator, as the issue measured; else the bench's own closed loop in Node */
 const hasWrk = spawnSync('wrk', ['--version']).error === undefined
-export const loadGenerator = hasWrk ? 'wrk -t2 -c20' : "the bench's closed loop (node, 20 connections)"
+const loadGenerator = hasWrk ? 'wrk -t2 -c20' : "the bench's closed loop (node, 20 connections)"
 
 /** Requests per second from `connections` keep-alive connections for `seconds`; throws on any answer but 200. */
 async function loadLoop(url: string, headers: Record<string, string>, seconds: number): Promise<number> {
