@@ -133,6 +133,9 @@ export class HealthChecker extends EventEmitter {
     return this.current
   }
 
+  /** Whether the cloud counts as reachable: the one way the hub's parts read the state (bound: pass it as it is). */
+  readonly isOnline = (): boolean => this.current === 'online'
+
   /** Why the cloud counts as unreachable, server by server, for error messages. */
   outage(): string {
     return `${this.misconfigured() ? 'cannot authenticate / verify the apiserver' : 'no apiserver reachable'}: ${this.failures()}`
