@@ -127,7 +127,6 @@ export async function eventually<T>(check: () => T | Promise<T>, timeoutMs = 10_
   }
 }
 
-/** A loopback port nobody listens on right now, for a child process that needs a fixed port. */
 /** Whether a hub's admin port answers /v1/healthz with 200 now (false while it does not listen). */
 export async function adminHealthy(adminPort: number | string): Promise<boolean> {
   try {
@@ -139,6 +138,7 @@ export async function adminHealthy(adminPort: number | string): Promise<boolean>
   }
 }
 
+/** A loopback port nobody listens on right now, for a child process that needs a fixed port. */
 export async function freePort(): Promise<number> {
   const server = net.createServer().listen(0, '127.0.0.1')
   await once(server, 'listening')
