@@ -1,12 +1,14 @@
-// A list as the apiserver writes it, from stored objects: one page of them (limit/continue) and the
-// body, JSON spliced from the stored text and protobuf reassembled from the items' raw messages.
-// Offline answers (offline.ts) and shared watch caches (lib/watch/cache-reads.ts) both write lists so.
+// Answers from stored objects as the apiserver writes them: one object (a get), and a list, one page
+// of them (limit/continue), JSON spliced from the stored text and protobuf reassembled from the
+// items' raw messages. Offline answers (offline.ts), shared watch caches (lib/watch/cache-reads.ts)
+// and offline watches' initial events all go through storedBody: the one place a stored object
+// meets the request's filters.
 import type { RequestInfo } from '../api/requestinfo.ts'
 import type { WireFormat } from '../api/wire-format.ts'
 import type { Status } from '../api/status.ts'
 import { failure } from '../api/status.ts'
 import { decodeContinue, encodeContinue, storageKey } from '../api/continue-token.ts'
-import { listWireParts } from '../codec/protobuf.ts'
+import { encodeUnknown, listWireParts } from '../codec/protobuf.ts'
 import type { ResponseFilter } from '../../filters/registry.ts'
 import type { CachedObject } from './types.ts'
 import type { ParsedScope } from './scope.ts'
@@ -43,6 +45,18 @@ export function paginate(info: RequestInfo, items: readonly CachedObject[], reso
   return selectors ? { items: page, continue: next } : { items: page, continue: next, remainingItemCount: rest }
 }
 
+/** One stored object as the client gets it: in its format, through its filters; null when they drop it. */
+export function storedBody(o: CachedObject, format: WireFormat, filter?: ResponseFilter): Buffer | null {
+  const body = bodyIn(o, format)
+  return filter ? filter.object(format, o.apiVersion, o.kind, body) : body
+}
+
+/** A get's body: the object as storedBody gives it, a protobuf one in its Unknown envelope; null when the filters drop it. */
+export function getBody(o: CachedObject, format: WireFormat, filter?: ResponseFilter): Buffer | null {
+  const out = storedBody(o, format, filter)
+  return out === null || format === 'json' ? out : encodeUnknown({ apiVersion: o.apiVersion, kind: o.kind, raw: out })
+}
+
 /**
  * A list as the apiserver writes it, from stored objects, each through the request's filters (if
  * any; the dropped left out): protobuf reassembled from the items' raw messages, JSON spliced from
@@ -55,8 +69,7 @@ export function listBody(format: WireFormat, kind: string, apiVersion: string, p
   const items: Buffer[] = []
   const kept: CachedObject[] = []
   for (const o of page.items) {
-    const body = bodyIn(o, format)
-    const out = filter ? filter.object(format, o.apiVersion, o.kind, body) : body
+    const out = storedBody(o, format, filter)
     if (out === null) continue
     items.push(out)
     kept.push(o)

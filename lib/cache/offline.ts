@@ -12,7 +12,6 @@ import type { CacheStore } from './store.ts'
 import { LostObjectError } from './store.ts'
 import { scopeOfName } from './scope.ts'
 import type { ParsedScope, Scope } from './scope.ts'
-import { encodeUnknown } from '../codec/protobuf.ts'
 import { fieldSelectorProblem } from '../api/field-selectors.ts'
 import { failure, invalidResourceVersion, isStatus, notFound, serviceUnavailable, tooLargeResourceVersion } from '../api/status.ts'
 import type { Status } from '../api/status.ts'
@@ -28,7 +27,7 @@ import { resourceKeyOf } from './types.ts'
 import { listStatesPresent } from '../api/requestinfo.ts'
 import type { WireFormat } from '../api/wire-format.ts'
 import type { Answer, Reply } from '../api/reply.ts'
-import { listBody, paginate } from './list-body.ts'
+import { getBody, listBody, paginate } from './list-body.ts'
 import { listVersionOf, pastExpired } from './list-version.ts'
 
 /** A body from the cache, marked as such (curl -i shows it, and whose copy answered). */
@@ -154,9 +153,7 @@ export async function getFromCache(read: OfflineRead): Promise<Answer> {
   if (isStatus(wanted)) return wanted
   const from = source.key.component
   if (wanted.kind === 'table') return cachedReply('application/json', JSON.stringify(table(info, [object], {})), from)
-  const raw = bodyIn(object, wanted.format)
-  const encoded = wanted.format === 'json' ? raw : encodeUnknown({ apiVersion: object.apiVersion, kind: object.kind, raw })
-  const body = filter ? filter.body(wanted.format, encoded) : encoded
+  const body = getBody(object, wanted.format, filter)
   if (body === null) return notFound(info.resource, info.apiGroup, info.name) // the client's filters drop it
   return cachedReply(contentTypeOf(wanted.format), body, from)
 }

@@ -7,6 +7,7 @@ import type { Metrics } from './metrics.ts'
 import type { CacheStore } from '../cache/store.ts'
 import { clusterScopeDir, resourceDirName } from '../cache/types.ts'
 import type { CachedObject, ResourceKey } from '../cache/types.ts'
+import { storedBody } from '../cache/list-body.ts'
 import { validPathComponent } from '../cache/disk.ts'
 import { objectMeta } from '../codec/protobuf.ts'
 import { asJson } from '../cache/translate.ts'
@@ -193,7 +194,7 @@ export function createAdminServer(options: AdminOptions) {
   const shown = (key: ResourceKey, object: CachedObject, filtered: boolean, component: string) => {
     const filter = filterFor(key, filtered, component)
     if (!filter) return readable(object)
-    const body = filter.object(object.format, object.apiVersion, object.kind, object.body)
+    const body = storedBody(object, object.format, filter)
     return body === null
       ? {
           kind: object.kind,

@@ -5,7 +5,6 @@
 // the bounds, comes back as { invalid } and the hub learns nothing from it.
 import { isIP } from 'node:net'
 import { decodeBody } from '../codec/typed.ts'
-import { setKey } from '../codec/typed-values.ts'
 import type { LocalPod } from '../../filters/local-pod.ts'
 import { applyJsonPatch, fail, has, Invalid, isObject, maxDepth, mergePatch, quote, strategicMap } from './json-patches.ts'
 export { maxDepth } from './json-patches.ts'

@@ -10,11 +10,10 @@ import type { WireFormat } from '../api/wire-format.ts'
 import type { Answer } from '../api/reply.ts'
 import type { ResponseFilter } from '../../filters/registry.ts'
 import { scopeOf } from '../cache/scope.ts'
-import { listBody, paginate } from '../cache/list-body.ts'
+import { getBody, listBody, paginate } from '../cache/list-body.ts'
 import { contentTypeOf, wantedRepresentations } from '../api/negotiate.ts'
 import { failure, invalidResourceVersion, isStatus, notFound, tooLargeResourceVersion } from '../api/status.ts'
 import { storageKey } from '../api/continue-token.ts'
-import { encodeUnknown } from '../codec/protobuf.ts'
 import { describeScope, everything } from '../cache/scope.ts'
 import { selects } from './selection.ts'
 import { fieldSelectorProblem } from '../api/field-selectors.ts'
@@ -261,8 +260,7 @@ function getFromWatchCache(cache: WatchCache, info: RequestInfo, filter: Respons
   if (!object && !whole) return { kind: 'declined', why: `the cache holds only ${describeScope(cache.options.scope)}` }
   const gone = notFound(info.resource, info.apiGroup, info.name)
   if (!object) return answer(gone)
-  const body = cache.format === 'json' ? object.body : encodeUnknown({ apiVersion: object.apiVersion, kind: object.kind, raw: object.body })
-  const out = filter ? filter.body(cache.format, body) : body
+  const out = getBody(object, cache.format, filter)
   if (out === null) return answer(gone) // the client's filters drop it
   return answer({ contentType: contentTypeOf(cache.format), body: out, cached })
 }

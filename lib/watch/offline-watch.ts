@@ -12,6 +12,7 @@ import { bookmarkFrame, eventFrameParts } from '../api/watch-event-frames.ts'
 import type { OfflineWatchStart } from '../cache/offline.ts'
 import type { CachedObject } from '../cache/types.ts'
 import { bodyIn } from '../cache/translate.ts'
+import { storedBody } from '../cache/list-body.ts'
 import { numericVersion } from '../cache/versions.ts'
 import { FilteredWatch } from './refilter.ts'
 import type { RefilterableWatch } from './filtered-watches.ts'
@@ -73,12 +74,7 @@ export function runOfflineWatch(start: OfflineWatchStart, sink: FrameSink, optio
         yield* tracker.takeObject('ADDED', o, version)
         continue
       }
-      const body = bodyIn(o, format)
-      if (!filter) {
-        yield eventFrameParts(format, 'ADDED', o.apiVersion, o.kind, body)
-        continue
-      }
-      const out = filter.object(format, o.apiVersion, o.kind, body)
+      const out = storedBody(o, format, filter)
       if (out) yield eventFrameParts(format, 'ADDED', o.apiVersion, o.kind, out)
     }
   }
