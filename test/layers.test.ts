@@ -19,7 +19,7 @@ const layers: string[][] = [
   ['lib/topology'],
   ['lib/observe'],
   ['lib/front'],
-  ['lib/hub-pool.ts'],
+  ['lib/hub-pool.ts', 'lib/wiring'],
   ['lib/hub.ts'],
   ['cmd'],
 ]
