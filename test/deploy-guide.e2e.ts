@@ -386,7 +386,7 @@ const steps: Step[] = [
 const notRunnable: { matches: RegExp; why: string; instead?(t: Test, node: DeployNode): Promise<void> }[] = [
   {
     matches: /^docker (build|run|tag|push|buildx) /,
-    why: "no container runtime here; the Dockerfile's steps run outside Docker in test/bundle.e2e.ts and test/build.e2e.ts",
+    why: "no container runtime here; the Dockerfile's steps run outside Docker in test/build.e2e.ts",
   },
   { matches: /^docker save .* \| ssh NODE sudo ctr /, why: 'no container runtime and no other node here' },
   {

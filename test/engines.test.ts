@@ -5,7 +5,7 @@
 import t from 'tap'
 import { readFileSync } from 'node:fs'
 // semver comes with fastify (a runtime dependency), so it is not declared as a dev dependency:
-// test/bundle.e2e.ts checks that no dev dependency is bundled, and the bundle holds fastify's
+// test/build.e2e.ts checks that no dev dependency is bundled, and the bundle holds fastify's
 import semver from 'semver'
 
 const root = new URL('..', import.meta.url)

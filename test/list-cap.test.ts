@@ -15,12 +15,11 @@ import { capturingLogger, eventually, goDark, hubConfig } from './helpers/hub.ts
 const MiB = 1024 * 1024
 /**
  * 256 MiB, 32 times the cap: a gigabyte takes 10-12 s through loopback on a loaded 2-core box, too
- * long for every run (OUTPOST_HUGE_LIST_MIB=1024 runs it)
+ * long for every run (OUTPOST_HUGE_LIST_MIB=1024 runs it). What the hub's memory does meanwhile is
+ * the bench's row rss.list-over-cap (the built hub in a process of its own): here, what it sends.
  */
 const hugeBytes = Number(process.env.OUTPOST_HUGE_LIST_MIB ?? 256) * MiB
 const cap = 8 * MiB
-/** what else grows while the list passes: the simulator's and the client's chunks, socket buffers, the heap's slack */
-const margin = 32 * MiB
 
 interface Received {
   status: number
@@ -29,16 +28,11 @@ interface Received {
   headers: http.IncomingHttpHeaders
   bytes: number
   sha256: string
-  /** the test process's highest RSS while the body came, over what it was before the request */
-  rssGrowth: number
   ms: number
 }
 
-/** A list read as it comes and hashed, never held, sampling the process's RSS all the while. */
+/** A list read as it comes and hashed, never held. */
 function list(url: string, userAgent: string, simulator: ApiServerSimulator): Promise<Received> {
-  const before = process.memoryUsage().rss
-  let peak = before
-  const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 25)
   const started = performance.now()
   return new Promise((resolve, reject) => {
     const req = http.get(url, { headers: { 'user-agent': userAgent, accept: 'application/json' } }, res => {
@@ -51,24 +45,18 @@ function list(url: string, userAgent: string, simulator: ApiServerSimulator): Pr
         bytes += chunk.length
       })
       res.on('end', () => {
-        clearInterval(sampler)
-        peak = Math.max(peak, process.memoryUsage().rss)
         resolve({
           status: res.statusCode ?? 0,
           sentAtFirstByte,
           headers: res.headers,
           bytes,
           sha256: hash.digest('hex'),
-          rssGrowth: peak - before,
           ms: performance.now() - started,
         })
       })
       res.on('error', reject)
     })
-    req.on('error', error => {
-      clearInterval(sampler)
-      reject(error)
-    })
+    req.on('error', reject)
   })
 }
 
@@ -89,16 +77,11 @@ const warnings = (text: string, message: RegExp) =>
     .filter(line => line.includes('"level":40'))
     .filter(line => message.test(line)).length
 
-t.test('a list over the cap is relayed as it streams: whole, in bounded memory, not cached, logged once, counted', async t => {
+t.test('a list over the cap is relayed as it streams: whole, not cached, logged once, counted', async t => {
   const { simulator, hub, captured } = await start(t, cap)
   const configmaps: HugeListSpec = { group: '', version: 'v1', resource: 'configmaps', kind: 'ConfigMap', bytes: hugeBytes }
   simulator.hugeLists.set(configmaps)
   const path = '/api/v1/namespaces/default/configmaps'
-
-  // the first big transfer in a process grows its heap to a steady size (36-51 MiB measured, with or
-  // without the hub): taken once straight from the simulator, so what follows measures the hub
-  const warmup = await list(`${simulator.url}${path}`, 'warmup', simulator)
-  t.equal(warmup.bytes, HugeLists.length(configmaps), 'the simulator streams the whole list')
 
   // kubelet's lists of ConfigMaps are recorded: without the cap the hub would read the whole body first
   const got = await list(`${hub.proxyUrl}${path}`, 'kubelet/v1.24.0 (linux/amd64) kubernetes/abc', simulator)
@@ -108,11 +91,7 @@ t.test('a list over the cap is relayed as it streams: whole, in bounded memory, 
   t.equal(got.sha256, sent.sha256, 'byte for byte as the apiserver sent it')
   // held whole, the client would have had nothing before the simulator's last byte
   t.ok(got.sentAtFirstByte < hugeBytes / 4, `the client had its first bytes when ${(got.sentAtFirstByte / MiB).toFixed(1)} MiB were sent`)
-  t.comment(
-    `${(got.bytes / MiB).toFixed(0)} MiB in ${got.ms.toFixed(0)} ms; RSS growth ${(got.rssGrowth / MiB).toFixed(1)} MiB (hub, simulator and client in one process)`,
-  )
-  // the simulator and the client stream too: without the cap the hub alone would hold the whole list
-  t.ok(got.rssGrowth < cap + margin, `RSS grew ${(got.rssGrowth / MiB).toFixed(1)} MiB, under the ${cap / MiB} MiB cap + ${margin / MiB} MiB`)
+  t.comment(`${(got.bytes / MiB).toFixed(0)} MiB in ${got.ms.toFixed(0)} ms`)
 
   // a second one, with Content-Length this time (refused before a byte is held)
   simulator.hugeLists.set({ ...configmaps, bytes: 48 * MiB, contentLength: true })

@@ -317,15 +317,18 @@ t.test('it cannot flap: facts changing every tick are never written, values flip
   await eventually(() => autonomyOf(nodeInSimulator(h))?.reason === 'Settled', 5_000, 'the settled value written')
   t.equal(statusPatches(h), 1, 'one write for it')
 
-  // values that each hold longer than the settle time, for less than the interval
+  // values that each hold longer than the settle time, for less than the interval: 1.2 s of them,
+  // longer on a loaded box, and at most one write per interval begun (1.5 s)
+  const flipping = Date.now()
   for (let i = 0; i < 8; i++) {
     value = cond(i % 2 ? 'Settled' : 'Other', 'False')
     await new Promise(resolve => setTimeout(resolve, 150))
   }
   value = cond('Last')
-  t.ok(statusPatches(h) <= 2, `at most one more write while they flipped (${statusPatches(h)})`)
-  await eventually(() => autonomyOf(nodeInSimulator(h))?.reason === 'Last', 5_000, 'the last value written after the interval')
-  t.ok(statusPatches(h) <= 3, `two or three writes in all (${statusPatches(h)})`)
+  const intervals = Math.ceil((Date.now() - flipping) / 1_500)
+  t.ok(statusPatches(h) <= 1 + intervals, `at most one more write per interval while they flipped (${statusPatches(h) - 1} in ${intervals})`)
+  await eventually(() => autonomyOf(nodeInSimulator(h))?.reason === 'Last', 10_000, 'the last value written after the interval')
+  t.ok(statusPatches(h) <= 2 + intervals, `and one for the last value (${statusPatches(h)} writes in all)`)
 })
 
 t.test("the hub keeps the condition on its own Node, with the node's credentials", async t => {

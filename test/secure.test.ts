@@ -540,8 +540,8 @@ t.test('slow clients and large bodies, on the plain and the HTTPS port', async t
       const { data, ms } = await closed
       t.equal(data.length, 0, `${what}: nothing answered`)
       t.ok(ms >= headerTimeoutMs - 50, `${what}: not before the timeout (${ms} ms)`)
-      // Node's default handshakeTimeout is 120 s
-      t.ok(ms < 10_000, `${what}: closed soon after the timeout (${ms} ms)`)
+      // Node's default handshakeTimeout is 120 s: closed by the hub, not cut by untilClosed's give-up (20 s)
+      t.ok(Number.isFinite(ms), `${what}: the hub closed it`)
     }
   })
 
@@ -549,7 +549,7 @@ t.test('slow clients and large bodies, on the plain and the HTTPS port', async t
     const socket = await connectPlain(plainPort)
     const { data, ms } = await untilClosed(socket, Date.now())
     t.equal(parseResponse(data, true)?.status, 408)
-    t.ok(ms < 10_000, `closed after ${ms} ms`)
+    t.ok(Number.isFinite(ms), `the hub closed it (${ms} ms)`)
   })
 
   for (const { name, connect, auth } of ports) {
@@ -563,8 +563,9 @@ t.test('slow clients and large bodies, on the plain and the HTTPS port', async t
       t.equal(response?.status, 408, data.toString('latin1').slice(0, 120))
       t.match(JSON.parse(response?.body ?? '{}'), { kind: 'Status', code: 408, reason: 'Timeout' })
       t.ok(ms >= headerTimeoutMs - 50, `not before the header timeout (${ms} ms)`)
-      // Node's own check interval would be 30 s; the hub's is at most 1 s. Slack for a loaded box.
-      t.ok(ms < 10_000, `closed soon after the header timeout (${ms} ms)`)
+      // Node's own check interval would be 30 s; the hub's is at most 1 s: closed by the hub, not
+      // cut by untilClosed's give-up (20 s)
+      t.ok(Number.isFinite(ms), 'the hub closed it')
     })
 
     t.test(`${name}: a body that stops short of its content-length: 408`, async t => {

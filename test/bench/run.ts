@@ -26,9 +26,10 @@ import { protobufType } from './load.ts'
 import { formatTable, machine, naRow, writeResults } from './report.ts'
 import type { Results, Row } from './report.ts'
 import { deliveryRows, getRows, listRows, watchRows } from './rows-proxy.ts'
-import { buildBundle, bundleRows, killRows, memoryRows } from './rows-cache.ts'
+import { buildBundle, bundleRows, killRows, listOverCapRows, memoryRows } from './rows-cache.ts'
 import { compactionKillRows, damagedColdStartRows } from './rows-disk.ts'
 import { inProcessRows } from './topology.ts'
+import { localEndpointsRows } from './localendpoints.ts'
 import { fleetRows } from './fleet.ts'
 import { multiplexerRows } from './rows-multiplexer.ts'
 import { attackRows } from './rows-attack.ts'
@@ -104,7 +105,10 @@ async function simulatorRows(sim: SimProcess, hubEntry: string, bundleEntry: str
       await hub.stop()
     }
   }
-  await group(rows, 'memory', '5-6. RSS idle and loaded, cold start offline', () => memoryRows(ctx))
+  await group(rows, 'memory', '5-6. RSS idle and loaded, cold start offline; RSS while a list over --max-list-bytes is relayed', async () => [
+    ...(await memoryRows(ctx)),
+    ...(await listOverCapRows(ctx, quick ? 64 : 256)),
+  ])
   await group(rows, 'bundle', "5-6 for the image's build: the bundle (npm run bundle) vs dist/, RSS idle and at start, cold start offline", () =>
     bundleRows(ctx),
   )
@@ -208,7 +212,7 @@ async function main(): Promise<number> {
   bundle?.remove()
   if (wanted('in-process')) {
     progress('in-process filter rows')
-    inProcess = await inProcessRows(quick ? 5_000 : 50_000)
+    inProcess = [...(await inProcessRows(quick ? 5_000 : 50_000)), ...localEndpointsRows(quick ? 1_000 : 10_000)]
   }
 
   const results: Results = {
@@ -226,7 +230,7 @@ async function main(): Promise<number> {
   }
   writeResults(out, results)
   console.log(`\n${formatTable(`outpost bench${quick ? ' (BENCH_QUICK)' : ''}: the built hub in its own process vs its baseline, same run`, rows)}`)
-  console.log(`\n${formatTable('service topology filter, in-process (no network): per watch frame', inProcess)}`)
+  console.log(`\n${formatTable('filters in-process (no network): service topology per watch frame, the localendpoints byte check per slice', inProcess)}`)
   const missed = rows.filter(r => r.met === false).map(r => r.id)
   console.log(
     `\n${results.seconds} s, hub built from ${results.commit.slice(0, 10)}${results.dirty ? ' + uncommitted changes' : ''}${hubExtraArgs.length > 0 ? ` with ${hubExtraArgs.join(' ')}` : ''}, on ${results.machine.cpus} x ${results.machine.cpuModel} (load ${results.machine.loadAverage.join(' ')}); written to ${path.relative(process.cwd(), out)}`,

@@ -4,6 +4,7 @@
 // and sends { ready: url } once it listens. Started by test/bench/processes.ts.
 import { ApiServerSimulator } from '../simulator/index.ts'
 import type { Fault } from '../simulator/index.ts'
+import type { HugeListSpec } from '../simulator/huge-list.ts'
 import * as objects from './objects.ts'
 
 const sim = await ApiServerSimulator.start({ bookmarkIntervalMs: 5_000 })
@@ -101,6 +102,18 @@ const commands: Record<string, (args: any) => unknown> = {
       if (i % args.batch === args.batch - 1) await yieldToIo()
     }
     return { writtenAt, resourceVersion: sim.currentResourceVersion() }
+  },
+
+  /** From now on lists of `spec`'s resource answer a generated body of about spec.bytes (none: every list as before). */
+  hugeList(args: { spec?: HugeListSpec }) {
+    if (args.spec) sim.hugeLists.set(args.spec)
+    else sim.hugeLists.clear()
+    return sim.hugeLists.sent.length
+  },
+
+  /** The last huge list's answer: its bytes, and its sha256 once written whole. */
+  hugeListSent() {
+    return sim.hugeLists.sent.at(-1)
   },
 
   async fault(args: { fault: Fault }) {

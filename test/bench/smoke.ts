@@ -30,6 +30,7 @@ export const expectedRows = [
   'rss.idle',
   'rss.idle-floor',
   'rss.loaded',
+  'rss.list-over-cap',
   'coldstart',
   'bundle.rss.idle',
   'bundle.rss.start-peak',
