@@ -26,28 +26,39 @@ export function shutdownHandler(options: ShutdownOptions): (signal: string) => v
   }
 }
 
+/** The fields of a /proc/<pid>/stat line the launcher watch reads; comm may hold spaces and parentheses. */
+function statOf(line: string): { comm: string; parent: number; start: string } {
+  const close = line.lastIndexOf(')')
+  // after comm: state (field 3), ppid (4), …, starttime (22)
+  const rest = line.slice(close + 2).split(' ')
+  return { comm: line.slice(line.indexOf('(') + 1, close), parent: Number(rest[1]), start: rest[19] ?? '' }
+}
+
 /**
  * Started by npm (`npm start`, `npx tsx cmd/outpost.ts`), the hub runs under npm, sh and tsx, and
  * a signal to npm's PID does not reach it: npm and sh end, tsx and the hub stay, holding the ports.
- * npm leads the process group the hub is in; once that leader is gone, the command a person
- * started is, and `onGone` stops the hub. Not under npm (the static pod, systemd, nohup), nothing
- * is watched. Linux: the group is read from /proc.
+ * So the nearest npm among the hub's ancestors (npm names itself `npm …`) is watched, and once it is
+ * gone (or its PID is another process's), `onGone` stops the hub. Not the process group's leader:
+ * a script run without job control (CI) leaves a group whose leader may be long gone. Not under
+ * npm (the static pod, systemd, nohup), nothing is watched. Linux: read from /proc.
  */
 export function stopWithLauncher(env: Record<string, string | undefined>, onGone: () => void, readFile: (path: string) => string, everyMs = 1_000): () => void {
   if (!env.npm_execpath && !env.npm_command) return () => {}
-  let group: number
+  let npm: { pid: number; start: string } | undefined
   try {
-    // /proc/self/stat: "pid (comm) state ppid pgrp …"; comm may hold spaces, so read after its ')'
-    const stat = readFile('/proc/self/stat')
-    group = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2])
+    for (let pid = statOf(readFile('/proc/self/stat')).parent, depth = 0; pid > 1 && depth < 32 && !npm; depth++) {
+      const stat = statOf(readFile(`/proc/${pid}/stat`))
+      if (stat.comm === 'npm' || stat.comm.startsWith('npm ')) npm = { pid, start: stat.start }
+      pid = stat.parent
+    }
   } catch {
     return () => {}
   }
-  if (!Number.isInteger(group) || group <= 1 || group === process.pid) return () => {}
+  if (!npm) return () => {}
+  const { pid, start } = npm
   const alive = () => {
     try {
-      readFile(`/proc/${group}/stat`)
-      return true
+      return statOf(readFile(`/proc/${pid}/stat`)).start === start
     } catch {
       return false
     }

@@ -8,24 +8,48 @@ import { tempDir } from './helpers/temp-dirs.ts'
 
 const root = new URL('..', import.meta.url).pathname
 
-t.test('watched only under npm, and stops once the group leader is gone', async t => {
-  const stat = (group: number) => `${process.pid} (node (x)) S 1 ${group} ${group} 0`
-  let gone = 0
-  const files = (leaderAlive: boolean) => (path: string) => {
-    if (path === '/proc/self/stat') return stat(4242)
-    if (path === '/proc/4242/stat' && leaderAlive) return stat(4242)
+t.test('watched only under npm: the nearest npm among the ancestors, until it is gone or its PID is reused', async t => {
+  // /proc/<pid>/stat: pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime priority nice threads itrealvalue starttime
+  const stat = (pid: number, comm: string, parent: number, start: number) => `${pid} (${comm}) S ${parent} 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 ${start} 0`
+  type Tree = Record<string, string>
+  // the hub (under tsx, sh) under `npm exec`, in a process group whose leader (a CI script's shell, 7) is gone
+  const tree = (npm: string | undefined): Tree => ({
+    '/proc/self/stat': stat(500, 'node', 400, 90),
+    '/proc/400/stat': stat(400, 'node', 300, 80),
+    '/proc/300/stat': stat(300, 'sh', 200, 70),
+    ...(npm ? { '/proc/200/stat': npm } : {}),
+    '/proc/100/stat': stat(100, 'bash (ci)', 1, 10),
+  })
+  const files = (tree: Tree) => (path: string) => {
+    if (path in tree) return tree[path]
     throw Object.assign(new Error('ENOENT'), { code: 'ENOENT' })
   }
-  stopWithLauncher({}, () => gone++, files(false), 10)
-  await new Promise(resolve => setTimeout(resolve, 50))
+  const npmAlive = stat(200, 'npm exec tsx c', 100, 60)
+  const settle = () => new Promise(resolve => setTimeout(resolve, 50))
+  let gone = 0
+  stopWithLauncher({}, () => gone++, files(tree(undefined)), 10)
+  await settle()
   t.equal(gone, 0, 'not under npm: nothing watched')
-  const stopAlive = stopWithLauncher({ npm_command: 'exec' }, () => gone++, files(true), 10)
-  await new Promise(resolve => setTimeout(resolve, 50))
-  t.equal(gone, 0, 'under npm, its leader alive: the hub runs on')
+  const stopAlive = stopWithLauncher({ npm_command: 'exec' }, () => gone++, files(tree(npmAlive)), 10)
+  await settle()
+  t.equal(gone, 0, 'under npm, npm alive (though the group leader is gone): the hub runs on')
   stopAlive()
-  stopWithLauncher({ npm_command: 'exec' }, () => gone++, files(false), 10)
+  const noNpm = { ...tree(undefined), '/proc/300/stat': stat(300, 'sh', 100, 70) }
+  stopWithLauncher({ npm_command: 'exec' }, () => gone++, files(noNpm), 10)
+  await settle()
+  t.equal(gone, 0, 'npm variables inherited, no npm among the ancestors: nothing watched')
+
+  const live = tree(npmAlive)
+  stopWithLauncher({ npm_command: 'exec' }, () => gone++, files(live), 10)
+  delete live['/proc/200/stat']
   await eventually(() => gone === 1, 2_000, 'the hub told to stop')
-  t.pass('under npm, the leader gone: the hub is told to stop, once')
+  await settle()
+  t.equal(gone, 1, 'npm gone: the hub is told to stop, once')
+  const reused = tree(npmAlive)
+  stopWithLauncher({ npm_command: 'exec' }, () => gone++, files(reused), 10)
+  reused['/proc/200/stat'] = stat(200, 'postgres', 1, 999)
+  await eventually(() => gone === 2, 2_000, 'the hub told to stop')
+  t.pass("npm's PID now another process's: the hub is told to stop")
 })
 
 t.test('npx tsx cmd/outpost.ts, then SIGTERM to npx alone: the hub stops and frees its ports', async t => {
