@@ -98,8 +98,11 @@ export async function loopUntil(url: string, headers: Record<string, string>, st
   latencies.catch(() => {})
   await once(probe, 'spawn')
   const until = performance.now() + minMs
-  while (!stop() || performance.now() < until) await sleep(10)
-  probe.send('stop')
+  let exited = false
+  probe.once('exit', () => (exited = true))
+  while (!exited && (!stop() || performance.now() < until)) await sleep(10)
+  // a probe that died (the hub gone) is reported by `latencies`, not by a send on a closed channel, which would end the bench unreported
+  if (probe.connected) probe.send('stop', () => {})
   return latencies
 }
 
