@@ -119,7 +119,8 @@ t.test('an address without a scheme (YurtHub --server-addr) that answers plain H
   t.equal(ready.status, 503)
   t.match(ready.text, `https://${address}: it answered the TLS handshake in plain HTTP (ERR_SSL_WRONG_VERSION_NUMBER)`, ready.text)
   t.match(ready.text, `answers plain HTTP: give --server http://${address}`, 'readyz names the fix')
-  t.notMatch(ready.text, /SSL routines|ssl3_|openssl|cluster's CA/, 'no OpenSSL dump, and not taken for a certificate problem')
+  t.match(ready.text, 'the apiserver is given as https and speaks plain HTTP', 'said as a scheme mistake')
+  t.notMatch(ready.text, /SSL routines|ssl3_|openssl|cluster's CA|authenticate \/ verify/, 'no OpenSSL dump, and not taken for a certificate problem')
   t.ok(
     ready.text.split('\n').every(line => line === '' || /^(not ready:|- )/.test(line)),
     `each problem on a line of its own:\n${ready.text}`,

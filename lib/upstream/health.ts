@@ -138,7 +138,7 @@ export class HealthChecker extends EventEmitter {
 
   /** Why the cloud counts as unreachable, server by server, for error messages. */
   outage(): string {
-    return `${this.misconfigured() ? 'cannot authenticate / verify the apiserver' : 'no apiserver reachable'}: ${this.failures()}`
+    return `${this.misconfiguration() ?? 'no apiserver reachable'}: ${this.failures()}`
   }
 
   /**
@@ -147,12 +147,15 @@ export class HealthChecker extends EventEmitter {
    */
   problem(): string | undefined {
     if (this.current === 'online') return undefined
-    return `${this.misconfigured() ? 'cannot authenticate / verify the apiserver' : 'apiserver unreachable'}: ${this.failures()}`
+    return `${this.misconfiguration() ?? 'apiserver unreachable'}: ${this.failures()}`
   }
 
-  /** every server failed for a reason waiting will not fix */
-  private misconfigured(): boolean {
-    return this.servers.every(s => s.lastFailure !== '' && failureKind(s.lastFailure) !== 'unreachable')
+  /** What is wrong when every server failed for a reason waiting will not fix; undefined otherwise. */
+  private misconfiguration(): string | undefined {
+    const kinds = new Set(this.servers.map(s => (s.lastFailure === '' ? 'unreachable' : failureKind(s.lastFailure))))
+    if (kinds.has('unreachable')) return undefined
+    // a scheme mistake is not a certificate or credential problem: say which it is
+    return kinds.size === 1 && kinds.has('plain-http') ? 'the apiserver is given as https and speaks plain HTTP' : 'cannot authenticate / verify the apiserver'
   }
 
   private failures(): string {
@@ -322,7 +325,7 @@ export class HealthChecker extends EventEmitter {
     if (next === this.current) return
     this.current = next
     if (next === 'offline') {
-      if (this.misconfigured()) this.options.log.info({ state: next }, 'cloud offline: the hub answers from its cache until the error above is fixed')
+      if (this.misconfiguration()) this.options.log.info({ state: next }, 'cloud offline: the hub answers from its cache until the error above is fixed')
       else this.options.log.info({ state: next }, `cloud offline: ${this.failures()}`)
     } else {
       this.options.log.info({ state: next }, 'cloud online')
