@@ -18,6 +18,7 @@ import { startDemoCluster } from './simulator/demo.ts'
 import { adminHealthy, eventually, freePort } from './helpers/hub.ts'
 import { tempDir } from './helpers/temp-dirs.ts'
 import { readWatch } from './helpers/watch.ts'
+import { dockerfileStages, execForm, jsFiles, ops, packageName, specifiers } from './helpers/build-image.ts'
 import { productionRuntimeEnv } from './bench/runtime-env.ts'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
@@ -34,80 +35,15 @@ const buildConfig = JSON.parse(readFileSync(path.join(root, 'tsconfig.build.json
 const outDir = buildConfig.compilerOptions.outDir.replace(/^\.\//, '').replace(/\/$/, '') // dist
 const entry = 'cmd/outpost.js'
 
-// ---- the Dockerfile, as instructions grouped by stage ---------------------------------------------
-
-interface Instruction {
-  op: string
-  args: string
-}
-interface Stage {
-  from: string
-  name?: string
-  instructions: Instruction[]
-}
-
-function dockerfileStages(text: string): Stage[] {
-  const logical = text
-    .replace(/\\\r?\n/g, ' ') // line continuations
-    .split(/\r?\n/)
-    .map(l => l.trim())
-    .filter(l => l !== '' && !l.startsWith('#'))
-  const stages: Stage[] = []
-  for (const line of logical) {
-    const [, op, args] = /^(\S+)\s*(.*)$/.exec(line) as RegExpExecArray
-    const upper = op.toUpperCase()
-    if (upper === 'FROM') {
-      const words = args.split(/\s+/).filter(w => !w.startsWith('--'))
-      const as = words.findIndex(w => w.toUpperCase() === 'AS')
-      stages.push({ from: words[0], name: as === -1 ? undefined : words[as + 1], instructions: [] })
-    } else {
-      if (stages.length === 0) throw new Error(`Dockerfile: ${upper} before FROM`)
-      stages[stages.length - 1].instructions.push({ op: upper, args })
-    }
-  }
-  return stages
-}
-
 const dockerfile = readFileSync(path.join(root, 'Dockerfile'), 'utf8')
 const stages = dockerfileStages(dockerfile)
 const runtime = stages[stages.length - 1]
-const ops = (stage: Stage, op: string) => stage.instructions.filter(i => i.op === op).map(i => i.args)
-
-/** The exec form's array (`["a", "b"]`), or the shell form split on blanks. */
-function execForm(args: string): string[] {
-  return args.startsWith('[') ? (JSON.parse(args) as string[]) : args.split(/\s+/)
-}
 
 /** The build stage: the one that runs `npm run bundle`; the stage that runs build/copy-ip.sh. */
 const build = stages.find(s => ops(s, 'RUN').some(r => /\bnpm run bundle\b/.test(r)))
 const iproute2 = stages.find(s => ops(s, 'RUN').some(r => /\bcopy-ip\.sh\b/.test(r)))
 /** COPY's words without its --flags: sources…, destination */
 const copyWords = (args: string) => args.split(/\s+/).filter(w => !w.startsWith('--'))
-
-// ---- the emitted tree -------------------------------------------------------------------------------
-
-function jsFiles(dir: string): string[] {
-  return readdirSync(dir).flatMap(name => {
-    const full = path.join(dir, name)
-    return statSync(full).isDirectory() ? jsFiles(full) : full.endsWith('.js') ? [full] : []
-  })
-}
-
-/** Module specifiers of static imports/exports and of dynamic imports with a literal, with which kind. */
-function specifiers(source: string): { spec: string; dynamic: boolean }[] {
-  const found: { spec: string; dynamic: boolean }[] = []
-  for (const m of source.matchAll(/(?:^|[\s;])(?:import|export)\s[^'"]*?\sfrom\s*['"]([^'"]+)['"]|(?:^|[\s;])import\s*['"]([^'"]+)['"]/gm)) {
-    found.push({ spec: m[1] ?? m[2], dynamic: false })
-  }
-  for (const m of source.matchAll(/\bimport\(\s*['"]([^'"]+)['"]\s*\)/g)) found.push({ spec: m[1], dynamic: true })
-  return found
-}
-
-/** `@scope/name/sub` → `@scope/name`, `name/sub` → `name`. */
-function packageName(spec: string): string {
-  const parts = spec.split('/')
-  return spec.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]
-}
 
 const kubelet = { 'user-agent': 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89' }
 /** the modules build/bundle.mjs leaves out: optional native addons and the dev-only log printer */
