@@ -31,6 +31,7 @@ export const expectedRows = [
   'rss.idle-floor',
   'rss.loaded',
   'rss.list-over-cap',
+  'rss.list-over-cap.first',
   'coldstart',
   'bundle.rss.idle',
   'bundle.rss.start-peak',
