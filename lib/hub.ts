@@ -107,7 +107,7 @@ async function start(config: HubConfig, options: StartOptions, log: Logger, life
   )
   const { watchCaches } = answering
   let pool: HubPool | undefined
-  let autonomy: { tick(): Promise<void>; stop(): void } | undefined
+  let autonomy: ReturnType<typeof startAutonomyCondition> | undefined
 
   // what follows the cloud going away or coming back, in one place
   metrics.cloudOnline.set(1)
