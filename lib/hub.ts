@@ -156,8 +156,11 @@ async function start(config: HubConfig, options: StartOptions, log: Logger, life
     },
     lifecycle,
   )
-  // ended watches write their last chunk before the ports close (and force-close connections)
+  // ended watches write their last chunk before the ports close (and force-close connections); the
+  // reflectors stop first (again, as their own closers do on a failed start): one whose watch ended would log it and watch again
   lifecycle.defer('watches', async () => {
+    await topology.stop()
+    watchCaches.close()
     streams.endHeldWatches()
     streams.endOfflineWatches()
     streams.endUpstreamWatches()

@@ -9,7 +9,9 @@ import { Lifecycle } from '../lib/wiring/lifecycle.ts'
 import { startHub } from '../lib/hub.ts'
 import { DiskCache } from '../lib/cache/disk.ts'
 import { ApiServerSimulator } from './simulator/index.ts'
-import { capturingLogger, freePort, hubConfig, quietLogger } from './helpers/hub.ts'
+import { capturingLogger, eventually, freePort, hubConfig, quietLogger } from './helpers/hub.ts'
+import { startDemoCluster } from './simulator/demo.ts'
+import { request } from 'undici'
 import { tempDir } from './helpers/temp-dirs.ts'
 
 t.test('closers run last registered first, once, and one that fails does not keep the rest from running', async t => {
@@ -63,4 +65,33 @@ t.test('a port in use stops the start: the hub lets go of its cache dir and prox
   const hub = await startHub({ ...config, adminPort: 0 }, { logger: quietLogger() })
   t.teardown(() => hub.close())
   t.match(hub.adminUrl, /^http:/, 'started again on the same cache dir, with a free admin port')
+})
+
+t.test('close() with the shared caches and the topology watching: no failure logged, and nothing asked of the apiserver after', async t => {
+  const { logger, text } = capturingLogger()
+  const simulator = await startDemoCluster()
+  t.teardown(() => simulator.close())
+  const hub = await startHub(hubConfig([simulator.url], { cacheDir: path.join(tempDir(t, 'outpost-lifecycle-'), 'cache') }), { logger })
+  t.teardown(() => hub.close()) // once: a second close() is the first's
+  const h = { simulator, hub, url: hub.proxyUrl }
+  const kubeProxy = { 'user-agent': 'kube-proxy/v1.24.0 (linux/amd64) kubernetes/2cc6ddc' }
+  const res = await request(`${h.url}/apis/discovery.k8s.io/v1/endpointslices?resourceVersion=0`, { headers: kubeProxy })
+  t.equal(res.statusCode, 200)
+  await res.body.dump()
+  await eventually(() => h.simulator.requests.some(r => r.watch && r.path.includes('endpointslices')), 20_000, 'the shared cache to watch')
+  const logged = text().length
+  await h.hub.close()
+  const asked = h.simulator.requests.length
+  const after = text()
+    .slice(logged)
+    .split('\n')
+    .filter(Boolean)
+    .map(line => JSON.parse(line) as { level: number; msg: string })
+  t.same(
+    after.filter(line => line.level >= 40).map(line => line.msg),
+    [],
+    'no warning or error while stopping: the reflectors stopped before their watches were ended',
+  )
+  await new Promise(resolve => setTimeout(resolve, 1_500))
+  t.equal(h.simulator.requests.length, asked, 'no list or watch after close()')
 })
