@@ -23,7 +23,7 @@ import type { HubPool } from './hub-pool.ts'
 import type { PodOverlay } from './overlay/pod-overlay.ts'
 import { startAutonomyCondition } from './autonomy/node-condition.ts'
 import { Lifecycle } from './wiring/lifecycle.ts'
-import { loadCache, openCache } from './wiring/cache.ts'
+import { openCache } from './wiring/cache.ts'
 import { connectCloud } from './wiring/cloud.ts'
 import { buildFiltering } from './wiring/filtering.ts'
 import { buildAnswering } from './wiring/answering.ts'
@@ -81,12 +81,11 @@ export async function startHub(config: HubConfig, options: StartOptions = {}): P
 }
 
 async function start(config: HubConfig, options: StartOptions, log: Logger, lifecycle: Lifecycle): Promise<Hub> {
-  const cache = await openCache({ cacheDir: config.cacheDir, memoryMiB: config.cacheMemoryMiB, log }, lifecycle)
+  const metrics = createMetrics()
+  const cache = await openCache({ cacheDir: config.cacheDir, memoryMiB: config.cacheMemoryMiB, log, metrics }, lifecycle)
   const cloud = await connectCloud(config, log, lifecycle, options.timing)
   const { upstream, health } = cloud
   const streams = new LiveStreams()
-  const metrics = createMetrics()
-  loadCache(cache, metrics, log, lifecycle)
   const filtering = await buildFiltering({ config, log, upstream, isOnline: health.isOnline, streams, cache }, lifecycle)
   const { topology, overlay, filters } = filtering
   metrics.observeFilters(() => filters.tallies())
@@ -129,7 +128,7 @@ async function start(config: HubConfig, options: StartOptions, log: Logger, life
 
   lifecycle.defer('health checks', () => health.stop())
   await health.start()
-  await filtering.start(lifecycle)
+  await filtering.start()
   const servers = await openServers(
     {
       config,
@@ -182,7 +181,7 @@ async function start(config: HubConfig, options: StartOptions, log: Logger, life
     })
     lifecycle.defer('node pool', () => pool?.close())
   }
-  cloud.keepCredentials(lifecycle)
+  cloud.keepCredentials()
   // the Node's OutpostAutonomy condition: whether this node would survive a cut, written while online
   if (config.nodeCondition) {
     const condition = startAutonomyCondition({

@@ -1,6 +1,6 @@
 // The disk cache, wired: opened and locked for this hub alone before anything reads or writes it,
-// the store over it (read from disk while the hub already serves), and the recorder that keeps
-// what the apiserver answers.
+// the store over it (read from disk while the hub already serves), its metrics, and the recorder
+// that keeps what the apiserver answers.
 import type { Logger } from 'pino'
 import { CacheDirUnusableError, DiskCache } from '../cache/disk.ts'
 import { CacheStore } from '../cache/store.ts'
@@ -36,31 +36,15 @@ async function openDiskCache(cacheDir: string, log: Logger): Promise<{ disk?: Di
   }
 }
 
-export async function openCache(options: { cacheDir: string; memoryMiB: number; log: Logger }, lifecycle: Lifecycle): Promise<Cache> {
-  const { log } = options
+/** Opens the disk cache and starts reading it; the hub serves meanwhile, each collection once it is read (store.ts). */
+export async function openCache(options: { cacheDir: string; memoryMiB: number; log: Logger; metrics: Metrics }, lifecycle: Lifecycle): Promise<Cache> {
+  const { log, metrics } = options
   const { disk, off } = await openDiskCache(options.cacheDir, log)
   const store = new CacheStore(disk, log, { maxBodyBytes: options.memoryMiB * 1024 * 1024 })
   lifecycle.defer('cache', async () => {
     await store.flush()
     await store.close()
   })
-  return {
-    store,
-    disk,
-    off,
-    kept: off === undefined ? store : undefined,
-    recorder: new Recorder(store, log),
-    problems() {
-      if (off) return [off]
-      const { durable, why } = store.durability()
-      return durable ? [] : [`cache not durable (what the cache holds now would not survive a restart): ${why}`]
-    },
-  }
-}
-
-/** Reads the cache from disk; the hub serves meanwhile, each collection once it is read (store.ts). */
-export function loadCache(cache: Cache, metrics: Metrics, log: Logger, lifecycle: Lifecycle): void {
-  const { store } = cache
   const loaded = store.load().then(
     report => {
       metrics.cacheLoadErrors.inc(report?.failed.length ?? 0)
@@ -75,7 +59,7 @@ export function loadCache(cache: Cache, metrics: Metrics, log: Logger, lifecycle
       writeFailures: store.writeFailures,
       unsaved: store.unsavedCount,
       lost: store.stats.lostObjects,
-      enabled: cache.off === undefined,
+      enabled: off === undefined,
       durable: store.durability().durable,
       incomplete: store.all().reduce((sum, c) => sum + c.incomplete.size, 0),
       rejectedKind: store.stats.rejectedKind,
@@ -83,4 +67,16 @@ export function loadCache(cache: Cache, metrics: Metrics, log: Logger, lifecycle
       newHistories: store.stats.newHistories,
     }),
   )
+  return {
+    store,
+    disk,
+    off,
+    kept: off === undefined ? store : undefined,
+    recorder: new Recorder(store, log),
+    problems() {
+      if (off) return [off]
+      const { durable, why } = store.durability()
+      return durable ? [] : [`cache not durable (what the cache holds now would not survive a restart): ${why}`]
+    },
+  }
 }

@@ -18,7 +18,7 @@ export interface Cloud {
   credentials(): UpstreamCredentials
   api: ApiCaller
   /** Keeps the credentials fresh from now on (files re-read, certificate renewed), until the hub stops. */
-  keepCredentials(lifecycle: Lifecycle): void
+  keepCredentials(): void
 }
 
 export interface CredentialTiming {
@@ -67,7 +67,7 @@ export async function connectCloud(config: HubConfig, log: Logger, lifecycle: Li
     health,
     credentials: () => current,
     api,
-    keepCredentials(lifecycle) {
+    keepCredentials() {
       source.start(next => {
         current = next
         upstream.setCredentials(next)

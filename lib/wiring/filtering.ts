@@ -34,7 +34,7 @@ export interface Filtering {
   /** what a read of an endpoint resource at a version the pod overlay minted gets (minted.ts) */
   mintedRead(info: RequestInfo): MintedRead
   /** Starts reading the topology (resolves once it has listed, or waited long enough). */
-  start(lifecycle: Lifecycle): Promise<void>
+  start(): Promise<void>
   cloudChanged(online: boolean): void
 }
 
@@ -131,7 +131,7 @@ export async function buildFiltering({ config, log, upstream, isOnline, streams,
     filters,
     filteredWatches,
     mintedRead: info => mintedReadOf(overlay, info),
-    async start(lifecycle) {
+    async start() {
       overlay.setOnline(isOnline())
       lifecycle.defer('topology', () => topology.stop())
       await topology.start()
