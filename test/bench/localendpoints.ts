@@ -4,7 +4,7 @@
 // them. Its test (test/filters-localendpoints.test.ts) checks that nothing is parsed; the cost is here.
 import { localEndpointsJsonBytes } from '../../filters/localendpoints.ts'
 import type { LocalEndpointsInput, LocalPod } from '../../filters/local-pod.ts'
-import { figureRow } from './report.ts'
+import { figureRow, thousands } from './report.ts'
 import type { Row } from './report.ts'
 
 /** what the filter's test held it to, once, on a loaded 2-core box */
@@ -67,7 +67,7 @@ export function localEndpointsRows(count: number): Row[] {
         name: `localendpoints byte check, JSON slices of other nodes (100 overlaid pods): unparsed vs JSON.parse`,
         unit: 'µs/slice',
         baselineLabel: 'JSON.parse',
-        note: `${count.toLocaleString('en-US')} slices of ${slices[0].length} bytes, each passed as it is (no parse); the baseline is the parse the check spares each`,
+        note: `${thousands(count)} slices of ${slices[0].length} bytes, each passed as it is (no parse); the baseline is the parse the check spares each`,
       },
       parsed,
       checked,

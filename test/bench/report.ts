@@ -4,6 +4,9 @@ import { mkdirSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 
+/** 12,345: counts in rows' names and notes */
+export const thousands = (n: number): string => n.toLocaleString('en-US')
+
 export interface Row {
   /** stable key, e.g. "list.json.first" */
   id: string

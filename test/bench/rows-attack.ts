@@ -12,7 +12,7 @@ import type { Context } from './context.ts'
 import { sleep } from './processes.ts'
 import { clientHeaders, median, openWatch, userAgents } from './load.ts'
 import type { OpenWatch } from './load.ts'
-import { figureRow, guarded, ratioRow } from './report.ts'
+import { figureRow, guarded, ratioRow, thousands } from './report.ts'
 import type { Row } from './report.ts'
 import { eventDelays, fdCount, getOnSocket, HeapProbe, kubeProxyEventWatch, kubeProxySelector, loopUntil, nodePath, p99 } from './attack-clients.ts'
 import { slices, snapshot, state, unreadRequest, until200, warmNodeGet, watchQuery, withHub } from './attack-clients.ts'
@@ -34,7 +34,6 @@ export interface AttackCounts {
   eventProbes: number
 }
 
-const thousands = (n: number): string => n.toLocaleString('en-US')
 const mib = (n: number): string => `${n.toFixed(1)} MiB`
 const targets = { unreadRssMiB: 150, perWatchMiB: 1, getRatio: 2, answeredMs: 1_000, backToIdle: 0.1 }
 /** a local client no filter or cache of the hub knows: its requests are relayed */

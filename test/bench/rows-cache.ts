@@ -12,11 +12,10 @@ import { FloorProcess, HubProcess, procMemory, root, scratch, sleep } from './pr
 import { productionRuntimeEnv } from './runtime-env.ts'
 import { clientHeaders, openWatch, timedList, userAgents } from './load.ts'
 import type { Listed } from './load.ts'
-import { figureRow, ratioRow } from './report.ts'
+import { figureRow, ratioRow, thousands } from './report.ts'
 import type { Row } from './report.ts'
 import { bulkConfigMapsPath, hubNode, nodePodsPath, podsPath, slicesPath } from './objects.ts'
 
-const thousands = (n: number): string => n.toLocaleString('en-US')
 const targets = { idleMiB: 60, loadedMiB: 150, coldStartMs: 1000 }
 // what the node's components send: protobuf where the apiserver offers it (JSON from today's simulator)
 const kubeProxy = clientHeaders(userAgents.kubeProxy, 'protobuf')

@@ -11,7 +11,7 @@ import { pino } from 'pino'
 import { request } from 'undici'
 import type { Context } from './context.ts'
 import { HubProcess, scratch, sleep } from './processes.ts'
-import { figureRow } from './report.ts'
+import { figureRow, thousands } from './report.ts'
 import type { Row } from './report.ts'
 import { DiskCache } from '../../lib/cache/disk.ts'
 import { CacheStore } from '../../lib/cache/store.ts'
@@ -21,7 +21,6 @@ import type { ChildMessage } from './compaction-kill-child.ts'
 import { scopeOf } from '../../lib/cache/scope.ts'
 import { resourceKeyOf } from '../../lib/cache/types.ts'
 
-const thousands = (n: number): string => n.toLocaleString('en-US')
 const kubelet = 'kubelet/v1.24.0 (linux/amd64) kubernetes/4ce5a89'
 const log = pino({ level: 'silent' })
 

@@ -5,12 +5,11 @@ import { request } from 'undici'
 import type { Context } from './context.ts'
 import { FloorProcess, HubProcess, procMemory, sleep } from './processes.ts'
 import { clientHeaders, timedList, userAgents } from './load.ts'
-import { figureRow, guarded, ratioRow } from './report.ts'
+import { figureRow, guarded, ratioRow, thousands } from './report.ts'
 import type { Row } from './report.ts'
 import { benchNamespace } from './objects.ts'
 import type { HugeListSpec, HugeListSent } from '../simulator/huge-list.ts'
 
-const thousands = (n: number): string => n.toLocaleString('en-US')
 const MiB = 1024 * 1024
 
 /**

@@ -13,14 +13,13 @@ import type { Context } from './context.ts'
 import { HubProcess, sleep, withCpu } from './processes.ts'
 import { clientHeaders, closedLoop, loopCpu, loopP99, loopRate, median, openWatch, protobufType, timedList, userAgents } from './load.ts'
 import type { Format, Listed, Loop, OpenWatch } from './load.ts'
-import { figureRow, guarded, naRow, ratioRow } from './report.ts'
+import { figureRow, guarded, naRow, ratioRow, thousands } from './report.ts'
 import type { Row } from './report.ts'
 import * as objects from './objects.ts'
 import { ApiServerSimulator } from '../simulator/index.ts'
 import type { LoggedRequest } from '../simulator/index.ts'
 import { decodeUnknown, decodeWatchEvent, splitList } from '../../lib/codec/protobuf.ts'
 
-const thousands = (n: number): string => n.toLocaleString('en-US')
 const mean = (values: number[]): number => values.reduce((a, b) => a + b, 0) / values.length
 const label = (format: Format): string => (format === 'json' ? 'JSON' : 'protobuf')
 /** kubelet as it is today (the bench's other rows send v1.24's) */

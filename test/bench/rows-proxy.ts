@@ -20,12 +20,11 @@ import {
   userAgents,
 } from './load.ts'
 import type { Format, Listed, Loop } from './load.ts'
-import { figureRow, guarded, naRow, ratioRow } from './report.ts'
+import { figureRow, guarded, naRow, ratioRow, thousands } from './report.ts'
 import type { Row } from './report.ts'
 import { slicesPath, slicesWatchPath, warmUpPath, smallConfigMapPath, watchedConfigMapsWatchPath, writtenAtAnnotation } from './objects.ts'
 
 const mean = (values: number[]): number => values.reduce((a, b) => a + b, 0) / values.length
-const thousands = (n: number): string => n.toLocaleString('en-US')
 const formats: Format[] = ['json', 'protobuf']
 const relayed = 'kubectl with a token of its own, which the hub relays: neither cached nor served from its caches (the baseline of the rows above)'
 const label = (format: Format): string => (format === 'json' ? 'JSON' : 'protobuf')

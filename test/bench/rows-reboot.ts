@@ -17,7 +17,7 @@ import { clientHeaders, clock, openWatch, percentile, userAgents } from './load.
 import type { Format, OpenWatch } from './load.ts'
 import * as objects from './objects.ts'
 import { HubProcess, SimProcess, sleep } from './processes.ts'
-import { figureRow, guarded, naRow } from './report.ts'
+import { figureRow, guarded, naRow, thousands } from './report.ts'
 import type { Row } from './report.ts'
 
 export interface RebootCounts {
@@ -35,7 +35,6 @@ export interface RebootCounts {
 
 const targetMs = 1_000
 const namespace = 'reboot-apps'
-const thousands = (n: number): string => n.toLocaleString('en-US')
 
 /** The address of the hub node's pod `k`: round 0 as seeded, 1 after the cloud's rewrite (online), 2 as kubelet writes it offline. */
 export const podAddress = (round: number, k: number): string => `10.${244 + round}.${Math.floor(k / 250)}.${(k % 250) + 2}`
